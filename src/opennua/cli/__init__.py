@@ -1,0 +1,5 @@
+"""The `nua` command line."""
+
+from opennua.cli._app import app, main
+
+__all__ = ["app", "main"]

@@ -1,0 +1,16 @@
+"""The Typer application; each command group lives in its own module."""
+
+from __future__ import annotations
+
+import typer
+
+app = typer.Typer(name="nua", no_args_is_help=True, add_completion=False)
+
+
+@app.callback()
+def _root() -> None:
+    """opennua: a durable runtime for long-running AI agents."""
+
+
+def main() -> None:
+    app()

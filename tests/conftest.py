@@ -1,0 +1,43 @@
+"""Shared fixtures: a private PostgreSQL database per test, and the rule for skipping it."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+
+PG_ADMIN_URL = os.environ.get("NUA_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+
+def _pg_answers() -> bool:
+    try:
+        with psycopg.connect(PG_ADMIN_URL, connect_timeout=3):
+            return True
+    except psycopg.OperationalError:
+        return False
+
+
+@pytest.fixture(scope="session")
+def pg_admin_url() -> str:
+    """The admin URL of the test server. In CI a missing server fails; elsewhere it skips."""
+    if not _pg_answers():
+        if os.environ.get("CI"):
+            pytest.fail(f"CI is set but PostgreSQL does not answer at {PG_ADMIN_URL}")
+        pytest.skip(f"PostgreSQL does not answer at {PG_ADMIN_URL} and CI is unset: skipping")
+    return PG_ADMIN_URL
+
+
+@pytest.fixture
+def pg_url(pg_admin_url: str) -> Iterator[str]:
+    """A fresh, empty database for one test, dropped afterwards."""
+    name = f"nua_test_{os.getpid()}_{secrets.token_hex(4)}"
+    with psycopg.connect(pg_admin_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield pg_admin_url.rsplit("/", 1)[0] + "/" + name
+    finally:
+        with psycopg.connect(pg_admin_url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
