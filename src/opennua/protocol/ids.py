@@ -1,0 +1,74 @@
+"""Prefixed ULID identities (DESIGN.md §2).
+
+Pure: the caller passes the time and the random bytes in, so ids are reproducible in tests
+and the protocol never touches a clock or an entropy source. Action ids are derived, not
+random: the same fact re-emitted by a resumed attempt gets the same id and deduplicates.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Final, Literal
+
+from ulid import ULID
+
+IdKind = Literal[
+    "session",
+    "turn",
+    "execution",
+    "attempt",
+    "run",
+    "message",
+    "call",
+    "request",
+    "artifact",
+    "client",
+    "principal",
+    "workspace",
+    "action",
+]
+
+PREFIXES: Final[dict[IdKind, str]] = {
+    "session": "ses_",
+    "turn": "trn_",
+    "execution": "exe_",
+    "attempt": "att_",
+    "run": "run_",
+    "message": "msg_",
+    "call": "call_",
+    "request": "req_",
+    "artifact": "art_",
+    "client": "cli_",
+    "principal": "prn_",
+    "workspace": "wsp_",
+    "action": "act_",
+}
+
+_RANDOM_BYTES: Final = 10
+
+
+def new_id(kind: IdKind, *, ms: int, entropy: bytes) -> str:
+    """A new id of `kind` for the time `ms` (unix milliseconds) and 10 bytes of `entropy`."""
+    if len(entropy) != _RANDOM_BYTES:
+        raise ValueError(f"entropy must be {_RANDOM_BYTES} bytes, got {len(entropy)}")
+    if not 0 <= ms < 1 << 48:
+        raise ValueError(f"ms out of the ULID range: {ms}")
+    return PREFIXES[kind] + str(ULID.from_bytes(ms.to_bytes(6, "big") + entropy))
+
+
+def action_id(producer: str, event_key: str) -> str:
+    """The deterministic id of the action that `producer` emits for `event_key`.
+
+    `producer` names who emits (an execution id, a host intent scope); `event_key` names the
+    fact within it (run, step, ordinal). Both are hashed, so the id leaks neither.
+    """
+    digest = hashlib.sha256(f"{producer}\x1f{event_key}".encode()).digest()[:16]
+    return PREFIXES["action"] + str(ULID.from_bytes(digest))
+
+
+def kind_of(identifier: str) -> IdKind | None:
+    """The kind an id's prefix names, or None when it has no known prefix."""
+    for kind, prefix in PREFIXES.items():
+        if identifier.startswith(prefix):
+            return kind
+    return None
