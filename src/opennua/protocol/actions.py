@@ -85,9 +85,7 @@ TurnStopReason = Literal[
     "end_turn", "cancelled", "failed", "deadline_exceeded", "max_steps", "revoked"
 ]
 ToolCallStatus = Literal["pending", "in_progress", "completed", "failed", "cancelled", "unknown"]
-ToolKind = Literal[
-    "read", "edit", "delete", "move", "search", "execute", "think", "fetch", "other"
-]
+ToolKind = Literal["read", "edit", "delete", "move", "search", "execute", "think", "fetch", "other"]
 
 
 # -- payloads, one per action type ----------------------------------------------------------
@@ -273,93 +271,116 @@ class SessionCreatedAction(_Envelope):
     type: Literal["session.created"] = "session.created"
     data: SessionCreated
 
+
 class SessionUpdatedAction(_Envelope):
     type: Literal["session.updated"] = "session.updated"
     data: SessionUpdated
+
 
 class TurnStartedAction(_Envelope):
     type: Literal["turn.started"] = "turn.started"
     data: TurnStarted
 
+
 class TurnStateAction(_Envelope):
     type: Literal["turn.state"] = "turn.state"
     data: TurnState
+
 
 class TurnEndedAction(_Envelope):
     type: Literal["turn.ended"] = "turn.ended"
     data: TurnEnded
 
+
 class AttemptStartedAction(_Envelope):
     type: Literal["execution.attempt_started"] = "execution.attempt_started"
     data: AttemptStarted
+
 
 class MessageAddedAction(_Envelope):
     type: Literal["message.added"] = "message.added"
     data: MessageAdded
 
+
 class MessageStartedAction(_Envelope):
     type: Literal["message.started"] = "message.started"
     data: MessageStarted
+
 
 class MessageDeltaAction(_Envelope):
     type: Literal["message.delta"] = "message.delta"
     data: MessageDelta
 
+
 class MessageCompletedAction(_Envelope):
     type: Literal["message.completed"] = "message.completed"
     data: MessageCompleted
+
 
 class ReasoningDeltaAction(_Envelope):
     type: Literal["reasoning.delta"] = "reasoning.delta"
     data: ReasoningDelta
 
+
 class ReasoningCompletedAction(_Envelope):
     type: Literal["reasoning.completed"] = "reasoning.completed"
     data: ReasoningCompleted
+
 
 class ToolCallStartedAction(_Envelope):
     type: Literal["tool_call.started"] = "tool_call.started"
     data: ToolCallStarted
 
+
 class ToolCallUpdatedAction(_Envelope):
     type: Literal["tool_call.updated"] = "tool_call.updated"
     data: ToolCallUpdated
+
 
 class InputRequestOpenedAction(_Envelope):
     type: Literal["input_request.opened"] = "input_request.opened"
     data: InputRequestOpened
 
+
 class InputRequestResolvedAction(_Envelope):
     type: Literal["input_request.resolved"] = "input_request.resolved"
     data: InputRequestResolved
+
 
 class PlanUpdatedAction(_Envelope):
     type: Literal["plan.updated"] = "plan.updated"
     data: PlanUpdated
 
+
 class WorkerStartedAction(_Envelope):
     type: Literal["worker.started"] = "worker.started"
     data: WorkerStarted
+
 
 class WorkerEndedAction(_Envelope):
     type: Literal["worker.ended"] = "worker.ended"
     data: WorkerEnded
 
+
 class ArtifactPublishedAction(_Envelope):
     type: Literal["artifact.published"] = "artifact.published"
     data: ArtifactPublished
+
 
 class FileChangedAction(_Envelope):
     type: Literal["file.changed"] = "file.changed"
     data: FileChanged
 
+
 class UsageRecordedAction(_Envelope):
     type: Literal["usage.recorded"] = "usage.recorded"
     data: UsageRecorded
 
+
 class DeliveryUpdatedAction(_Envelope):
     type: Literal["delivery.updated"] = "delivery.updated"
     data: DeliveryUpdated
+
 
 class UnknownAction(_Envelope):
     """An action of a type this version does not know: kept, and skipped by the reducer."""
