@@ -495,3 +495,10 @@ def action_to_dict(action: Action) -> dict[str, Any]:
 
 def action_to_json(action: Action) -> str:
     return action.model_dump_json()
+
+
+#: The action type each payload class belongs to, for producers that build payloads first.
+TYPE_OF_DATA: dict[type[BaseModel], str] = {
+    cls.model_fields["data"].annotation: name  # type: ignore[misc]
+    for name, cls in ACTION_CLASSES.items()
+}

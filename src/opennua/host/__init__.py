@@ -1,0 +1,1 @@
+"""The Session Host: client-visible facts, ordered per session."""
