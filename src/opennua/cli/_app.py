@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import typer
 
+from opennua.cli._schema import schema
+
 app = typer.Typer(name="nua", no_args_is_help=True, add_completion=False)
+app.command()(schema)
 
 
 @app.callback()
