@@ -1,0 +1,210 @@
+"""Per-session fan-out with bounded subscriber queues (DESIGN.md §5).
+
+Backpressure protects connections and memory; it never sets the agent's pace. The Hub
+follows the store's wake-ups, reads new actions once per session, serialises each once,
+and offers them to every subscriber without waiting. A subscriber whose queue passes its
+bound loses the queue and gets one `resync` frame; it then fetches a snapshot and
+subscribes again from the snapshot's seq. Catch-up after `after=N` comes from an in-memory
+ring when it still holds N+1, else from the store in pages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+ReadPage = Callable[[str, int, int], Awaitable[list[dict[str, Any]]]]
+PAGE = 500
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """What a subscriber receives: one action (as JSON text), or the order to resync."""
+
+    kind: Literal["action", "resync"]
+    seq: int
+    json: str = ""
+
+
+def encode(action: dict[str, Any]) -> str:
+    return json.dumps(action, separators=(",", ":"), ensure_ascii=False)
+
+
+@dataclass(eq=False)
+class Subscriber:
+    session_id: str
+    max_actions: int
+    max_bytes: int
+    last_seq: int
+    frames: deque[Frame] = field(default_factory=deque)
+    queued_bytes: int = 0
+    overflowed: bool = False
+    wakeup: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def offer(self, frame: Frame) -> bool:
+        """Queue without blocking; False when this overflowed the bound (queue dropped)."""
+        if self.overflowed or frame.seq <= self.last_seq:
+            return True
+        self.last_seq = frame.seq
+        self.frames.append(frame)
+        self.queued_bytes += len(frame.json)
+        if len(self.frames) > self.max_actions or self.queued_bytes > self.max_bytes:
+            self.frames.clear()
+            self.queued_bytes = 0
+            self.overflowed = True
+            self.frames.append(Frame("resync", self.last_seq))
+            self.wakeup.set()
+            return False
+        self.wakeup.set()
+        return True
+
+    async def next(self) -> Frame:
+        while not self.frames:
+            self.wakeup.clear()
+            await self.wakeup.wait()
+        frame = self.frames.popleft()
+        self.queued_bytes -= len(frame.json)
+        return frame
+
+
+@dataclass
+class _Channel:
+    """One session's live state in this process: its ring and its subscribers."""
+
+    frontier: int
+    ring: deque[Frame]
+    subscribers: set[Subscriber] = field(default_factory=set)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+@dataclass
+class HubStats:
+    delivered: int = 0
+    resyncs: int = 0
+
+
+class Hub:
+    def __init__(
+        self,
+        read_page: ReadPage,
+        *,
+        ring_size: int = 4096,
+        max_actions: int = 1000,
+        max_bytes: int = 1 << 20,
+    ) -> None:
+        self._read_page = read_page
+        self._ring_size = ring_size
+        self._max_actions = max_actions
+        self._max_bytes = max_bytes
+        self._channels: dict[str, _Channel] = {}
+        self.stats = HubStats()
+
+    @property
+    def subscriber_count(self) -> int:
+        return sum(len(channel.subscribers) for channel in self._channels.values())
+
+    async def follow(self, wakeups: AsyncIterator[tuple[str, int]]) -> None:
+        """Run until cancelled: turn store wake-ups into deliveries."""
+        async for session_id, seq in wakeups:
+            channel = self._channels.get(session_id)
+            if channel is not None and seq > channel.frontier:
+                await self._pull(session_id, channel)
+
+    async def notify(self, session_id: str) -> None:
+        """Pull now (for callers that just appended and want no wake-up latency)."""
+        channel = self._channels.get(session_id)
+        if channel is not None:
+            await self._pull(session_id, channel)
+
+    async def _pull(self, session_id: str, channel: _Channel) -> None:
+        async with channel.lock:
+            while True:
+                page = await self._read_page(session_id, channel.frontier, PAGE)
+                for action in page:
+                    frame = Frame("action", action["seq"], encode(action))
+                    channel.ring.append(frame)
+                    channel.frontier = frame.seq
+                    for subscriber in list(channel.subscribers):
+                        if subscriber.offer(frame):
+                            self.stats.delivered += 1
+                        else:
+                            self.stats.resyncs += 1
+                            channel.subscribers.discard(subscriber)
+                if len(page) < PAGE:
+                    return
+
+    def _history(self, channel: _Channel) -> Callable[[str, int, int], Awaitable[list[Frame]]]:
+        async def read(session_id: str, after: int, until: int) -> list[Frame]:
+            """Frames after `after` up to `until` (inclusive): from the ring, else the store."""
+            ring = channel.ring
+            if ring and ring[0].seq <= after + 1:
+                return [frame for frame in ring if after < frame.seq <= until][:PAGE]
+            page = await self._read_page(session_id, after, min(PAGE, until - after))
+            return [Frame("action", action["seq"], encode(action)) for action in page]
+
+        return read
+
+    @contextlib.asynccontextmanager
+    async def subscribe(self, session_id: str, after: int) -> AsyncIterator[Subscription]:
+        """Frames after `after` (exclusive): history first, then live, in seq order."""
+        channel = self._channels.get(session_id)
+        if channel is None:
+            channel = _Channel(frontier=after, ring=deque(maxlen=self._ring_size))
+            self._channels[session_id] = channel
+            await self._pull(session_id, channel)
+        async with channel.lock:
+            # Registered under the lock: everything up to `frontier` is history, everything
+            # after it reaches the queue; nothing falls between the two.
+            frontier = max(channel.frontier, after)
+            subscriber = Subscriber(session_id, self._max_actions, self._max_bytes, frontier)
+            channel.subscribers.add(subscriber)
+        try:
+            yield Subscription(subscriber, after, frontier, self._history(channel), self.stats)
+        finally:
+            channel.subscribers.discard(subscriber)
+
+
+class Subscription:
+    """Iterate to receive frames; after a `resync` frame the iteration ends."""
+
+    def __init__(
+        self,
+        subscriber: Subscriber,
+        after: int,
+        history_until: int,
+        history: Callable[[str, int, int], Awaitable[list[Frame]]],
+        stats: HubStats,
+    ) -> None:
+        self._subscriber = subscriber
+        self._cursor = after
+        self._history_until = history_until
+        self._history = history
+        self._stats = stats
+
+    @property
+    def queued(self) -> tuple[int, int]:
+        """(frames, bytes) waiting for this subscriber: bounded by the Hub's limits."""
+        return len(self._subscriber.frames), self._subscriber.queued_bytes
+
+    def __aiter__(self) -> AsyncIterator[Frame]:
+        return self._frames()
+
+    async def _frames(self) -> AsyncIterator[Frame]:
+        session_id = self._subscriber.session_id
+        while self._cursor < self._history_until:
+            page = await self._history(session_id, self._cursor, self._history_until)
+            if not page:
+                break
+            for frame in page:
+                yield frame
+            self._cursor = page[-1].seq
+        while True:
+            frame = await self._subscriber.next()
+            yield frame
+            if frame.kind == "resync":
+                return

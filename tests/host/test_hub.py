@@ -1,0 +1,101 @@
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from opennua.host.hub import Frame, Hub
+
+
+class FakeLog:
+    """A session log in memory with the store's read contract (after exclusive, limit)."""
+
+    def __init__(self) -> None:
+        self.actions: dict[str, list[dict[str, Any]]] = {}
+        self.reads = 0
+        self.wakeups: asyncio.Queue[tuple[str, int]] = asyncio.Queue()
+
+    def append(self, session_id: str, count: int, size: int = 10) -> None:
+        log = self.actions.setdefault(session_id, [])
+        for _ in range(count):
+            log.append({"seq": len(log) + 1, "type": "message.delta", "data": "x" * size})
+        self.wakeups.put_nowait((session_id, len(log)))
+
+    async def read(self, session_id: str, after: int, limit: int) -> list[dict[str, Any]]:
+        self.reads += 1
+        return self.actions.get(session_id, [])[after : after + limit]
+
+    async def stream(self):  # type: ignore[no-untyped-def]
+        while True:
+            yield await self.wakeups.get()
+
+
+async def _take(iterator: Any, count: int) -> list[Frame]:
+    frames = []
+    async for frame in iterator:
+        frames.append(frame)
+        if len(frames) == count:
+            break
+    return frames
+
+
+async def test_catch_up_then_live_in_order_without_gaps() -> None:
+    log = FakeLog()
+    log.append("s", 1200)
+    hub = Hub(log.read, ring_size=100)
+    follower = asyncio.create_task(hub.follow(log.stream()))
+    async with hub.subscribe("s", after=5) as subscription:
+        log.append("s", 30)
+        frames = await asyncio.wait_for(_take(subscription, 1225), 5)
+    follower.cancel()
+    assert [frame.seq for frame in frames] == list(range(6, 1231))
+    assert all(frame.kind == "action" for frame in frames)
+
+
+async def test_late_subscriber_reads_history_from_the_store_and_recent_from_the_ring() -> None:
+    log = FakeLog()
+    hub = Hub(log.read, ring_size=50)
+    log.append("s", 10)
+    async with hub.subscribe("s", after=0) as first:
+        assert [f.seq for f in await _take(first, 10)] == list(range(1, 11))
+        log.append("s", 200)
+        await hub.notify("s")
+        async with hub.subscribe("s", after=3) as second:
+            frames = await asyncio.wait_for(_take(second, 207), 5)
+    assert [f.seq for f in frames] == list(range(4, 211))
+
+
+async def test_a_stalled_subscriber_is_dropped_with_one_resync_and_bounded_memory() -> None:
+    log = FakeLog()
+    hub = Hub(log.read, max_actions=100, max_bytes=1 << 20)
+    async with hub.subscribe("s", after=0) as stalled, hub.subscribe("s", after=0) as live:
+        log.append("s", 500)
+        await hub.notify("s")
+        frames, size = stalled.queued
+        assert frames <= 101 and size <= 1 << 20
+        got = await asyncio.wait_for(_take(stalled, 10), 1)
+        assert got == [Frame("resync", 101)]
+        assert hub.stats.resyncs == 2  # both overflowed: neither read while 500 arrived
+    async with hub.subscribe("s", after=0) as fresh:
+        assert [f.seq for f in await _take(fresh, 500)] == list(range(1, 501))
+    assert live is not None
+
+
+async def test_byte_bound_triggers_resync_too() -> None:
+    log = FakeLog()
+    hub = Hub(log.read, max_actions=1000, max_bytes=10_000)
+    async with hub.subscribe("s", after=0) as subscription:
+        log.append("s", 20, size=1000)
+        await hub.notify("s")
+        assert subscription.queued[1] == 0
+        frames = await _take(subscription, 1)
+    assert frames[0].kind == "resync"
+
+
+async def test_publishing_never_waits_for_a_subscriber() -> None:
+    log = FakeLog()
+    hub = Hub(log.read, max_actions=10)
+    async with hub.subscribe("s", after=0):
+        for _ in range(100):
+            log.append("s", 5)
+            await asyncio.wait_for(hub.notify("s"), 0.5)
+    assert hub.subscriber_count == 0
