@@ -41,3 +41,16 @@ def pg_url(pg_admin_url: str) -> Iterator[str]:
     finally:
         with psycopg.connect(pg_admin_url, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_real_model_requests() -> Iterator[None]:
+    """No test may reach a real model provider: pydantic-ai refuses every request to one."""
+    import pydantic_ai.models
+
+    previous = pydantic_ai.models.ALLOW_MODEL_REQUESTS
+    pydantic_ai.models.ALLOW_MODEL_REQUESTS = False
+    try:
+        yield
+    finally:
+        pydantic_ai.models.ALLOW_MODEL_REQUESTS = previous

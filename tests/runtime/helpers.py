@@ -1,0 +1,154 @@
+"""Shared helpers for the runtime tests: a deterministic environment and fact summaries."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic_ai.models import Model
+
+from opennua.runtime import (
+    AgentDefinition,
+    AgentLoop,
+    Answer,
+    DerivedIds,
+    InMemoryJournal,
+    Limits,
+    Outcome,
+    RunEnv,
+    RuntimeEvent,
+)
+from opennua.runtime._tools import MemoryArtifacts
+
+EXECUTION = "exe_01JD0000000000000000000000"
+ROOT_RUN = "run_01JD0000000000000000000000"
+MS = 1_764_403_200_000  # 2025-11-29T08:00:00Z
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        self.t += 0.001
+        return self.t
+
+
+def make_env(workspace: Path, artifacts: MemoryArtifacts | None = None) -> RunEnv:
+    return RunEnv(
+        execution_id=EXECUTION,
+        root_run_id=ROOT_RUN,
+        workspace=workspace,
+        ids=DerivedIds(EXECUTION, ms=MS),
+        artifacts=artifacts or MemoryArtifacts(),
+        clock=FakeClock(),
+        shell_env={"PATH": "/usr/bin:/bin"},
+    )
+
+
+def make_loop(
+    agent: AgentDefinition,
+    journal: InMemoryJournal,
+    workspace: Path,
+    model: Model,
+    *,
+    limits: Limits | None = None,
+    artifacts: MemoryArtifacts | None = None,
+    **kw: Any,
+) -> AgentLoop:
+    return AgentLoop(agent, journal, make_env(workspace, artifacts), model=model, limits=limits, **kw)
+
+
+def event_json(event: RuntimeEvent) -> dict[str, Any]:
+    return {
+        "key": event.key,
+        "run_id": event.run_id,
+        "type": event.type,
+        "data": event.data.model_dump(mode="json"),
+    }
+
+
+def log_json(events: list[RuntimeEvent]) -> list[dict[str, Any]]:
+    return [event_json(e) for e in events]
+
+
+def dedupe(events: list[RuntimeEvent]) -> list[RuntimeEvent]:
+    """What the Host's log keeps: the first event of each key (re-emits deduplicate)."""
+    seen: set[str] = set()
+    out = []
+    for e in events:
+        if e.key not in seen:
+            seen.add(e.key)
+            out.append(e)
+    return out
+
+
+def facts(events: list[RuntimeEvent]) -> dict[str, Any]:
+    """The final facts a log establishes, without the by-products of crashes (interrupted
+    messages, `unknown` statuses and confirmations), which a test checks separately."""
+    log = dedupe(events)
+    interrupted = {
+        e.data.message_id  # type: ignore[attr-defined]
+        for e in log
+        if e.type == "message.completed" and e.data.status == "interrupted"  # type: ignore[attr-defined]
+    }
+    messages: dict[str, str] = {}
+    tools: dict[str, Any] = {}
+    plans: dict[str, Any] = {}
+    other: list[Any] = []
+    usage: dict[str, int] = {}
+    for e in log:
+        d = e.data.model_dump(mode="json")
+        if e.type == "message.completed" and d["message_id"] not in interrupted:
+            messages[d["message_id"]] = d["text"]
+        elif e.type == "tool_call.started":
+            tools[d["tool_call_id"]] = {"name": d["name"], "input": d["input"]}
+        elif e.type == "tool_call.updated" and d["status"] not in ("unknown", "in_progress"):
+            tools[d["tool_call_id"]].update(status=d["status"], output=d["output"], error=d["error"])
+        elif e.type == "plan.updated":
+            plans[e.run_id] = d["entries"]
+        elif e.type == "usage.recorded":
+            for k, v in d.items():
+                if isinstance(v, int):
+                    usage[k] = usage.get(k, 0) + v
+        elif e.type == "input_request.opened" and d["reason"] == "confirmation":
+            continue
+        elif e.type in ("message.started", "message.delta", "reasoning.delta"):
+            continue
+        elif e.type == "message.completed":
+            continue
+        else:
+            other.append([e.type, e.run_id, d])
+    return {"messages": messages, "tools": tools, "plans": plans, "usage": usage, "other": other}
+
+
+async def run_to_end(
+    make: Any, journal: InMemoryJournal, prompt: str, approve: dict[str, str] | None = None
+) -> tuple[Outcome, list[Outcome]]:
+    """Run, answering every request the way `approve` says (by reason), until not suspended."""
+    approve = approve or {"tool_call": "allow_once", "confirmation": "retry"}
+    outcomes = []
+    answers: dict[str, Answer] = {}
+    outcome = await make(journal).run(prompt)
+    outcomes.append(outcome)
+    while type(outcome).__name__ == "Suspended":
+        for rid in outcome.request_ids:  # type: ignore[union-attr]
+            opened = [
+                e
+                for e in journal.log
+                if e.type == "input_request.opened" and e.data.request_id == rid  # type: ignore[attr-defined]
+            ][-1]
+            reason = opened.data.reason  # type: ignore[attr-defined]
+            if reason == "input_required":
+                answers[rid] = Answer(payload="forty-two")
+            else:
+                answers[rid] = Answer(option_id=approve[reason])
+        journal = journal.restarted()
+        outcome = await make(journal).run(answers=answers)
+        outcomes.append(outcome)
+    return outcome, outcomes
+
+
+def dumps(obj: Any) -> str:
+    return json.dumps(obj, indent=1, sort_keys=True)
