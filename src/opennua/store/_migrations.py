@@ -1,0 +1,104 @@
+"""Numbered SQL migrations per backend, recorded in a ``schema_version`` table.
+
+Files live in ``migrations/<backend>/NNNN_name.sql``. Opening a store applies the
+missing ones in order, each in its own transaction together with its version row; a
+database whose version is above what this code ships is refused (``SchemaTooNew``).
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from dataclasses import dataclass
+from importlib import resources
+
+import psycopg
+
+from ._errors import SchemaTooNew
+
+_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
+# Serializes concurrent openers of one PostgreSQL database (any fixed number will do).
+_PG_LOCK_KEY = 0x6E7561
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    version: int
+    name: str
+    sql: str
+
+
+def migrations(backend: str) -> list[Migration]:
+    folder = resources.files("opennua.store").joinpath("migrations", backend)
+    found = []
+    for entry in folder.iterdir():
+        match = _NAME.match(entry.name)
+        if match:
+            found.append(Migration(int(match.group(1)), entry.name, entry.read_text("utf-8")))
+    found.sort(key=lambda m: m.version)
+    assert [m.version for m in found] == list(range(1, len(found) + 1)), found
+    return found
+
+
+def latest_version(backend: str) -> int:
+    return len(migrations(backend))
+
+
+def migrate_sqlite(conn: sqlite3.Connection, target: int | None = None) -> int:
+    """Bring a SQLite database (autocommit connection) up to ``target``; return its version."""
+    steps = migrations("sqlite")
+    supported = len(steps) if target is None else target
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS schema_version "
+        "(version INTEGER PRIMARY KEY, name TEXT NOT NULL)"
+    )
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        (found,) = conn.execute("SELECT coalesce(max(version), 0) FROM schema_version").fetchone()
+        if found > len(steps):
+            raise SchemaTooNew(found, len(steps))
+        for m in steps[found:supported]:
+            # executescript would COMMIT first; run statements one by one instead so the
+            # migration and its version row share the transaction.
+            for statement in _statements(m.sql):
+                conn.execute(statement)
+            conn.execute(
+                "INSERT INTO schema_version (version, name) VALUES (?, ?)", (m.version, m.name)
+            )
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return max(found, supported)
+
+
+async def migrate_postgres(
+    conn: psycopg.AsyncConnection[tuple[object, ...]], target: int | None = None
+) -> int:
+    """Bring a PostgreSQL database up to ``target``; safe against concurrent openers."""
+    steps = migrations("postgres")
+    supported = len(steps) if target is None else target
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_PG_LOCK_KEY,))
+        await conn.execute(
+            "CREATE TABLE IF NOT EXISTS schema_version "
+            "(version INTEGER PRIMARY KEY, name TEXT NOT NULL)"
+        )
+        cur = await conn.execute("SELECT coalesce(max(version), 0) FROM schema_version")
+        row = await cur.fetchone()
+        assert row is not None
+        found = int(str(row[0]))
+        if found > len(steps):
+            raise SchemaTooNew(found, len(steps))
+        for m in steps[found:supported]:
+            await conn.execute(m.sql.encode())
+            await conn.execute(
+                "INSERT INTO schema_version (version, name) VALUES (%s, %s)", (m.version, m.name)
+            )
+    return max(found, supported)
+
+
+def _statements(script: str) -> list[str]:
+    """Split a migration into statements (our files keep ';' only at statement ends)."""
+    body = "\n".join(line for line in script.splitlines() if not line.lstrip().startswith("--"))
+    return [s.strip() for s in body.split(";") if s.strip()]

@@ -1,0 +1,306 @@
+"""PostgreSQL backend (psycopg 3, async pool).
+
+Writes run on up to ``workers`` pooled connections at once. A worker takes either a
+run of plain appends (merged into one set-based program, one transaction: group commit
+on the client side) or a single other unit (its own transaction, so a unit that waits
+on a row lock never holds up unrelated units). PostgreSQL itself groups the WAL flushes
+of concurrent commits. Appends lock their session rows, in session_id order, before
+reading ``last_seq``, so append order equals commit order and batches cannot deadlock
+with each other; rare deadlocks with hand-built units are retried.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+
+from ._base import Store
+from ._blobs import BlobStore
+from ._errors import CommitUnknown, Conflict, StoreError, Unavailable
+from ._exec_ops import unit_program
+from ._log_ops import Append, append_program
+from ._migrations import migrate_postgres
+from ._sql import Effects, PostgresDialect, Program, dumps, loads
+from ._unit import Unit
+from ._watch import Watcher, WatchHub
+
+T = TypeVar("T")
+log = logging.getLogger(__name__)
+
+_DIALECT = PostgresDialect()
+_CHANNEL = "nua_actions"
+_MAX_BATCH = 1000
+_RETRIES = 5
+_NOTIFY_BYTES = 7000  # NOTIFY payloads must stay under 8000 bytes
+
+AsyncConn = psycopg.AsyncConnection[Any]
+
+
+@dataclass(slots=True)
+class _Pending:
+    unit: Unit
+    future: asyncio.Future[list[Any]]
+
+
+class _Retry(Exception):
+    """A deadlock or serialization failure: the transaction was rolled back; run it again."""
+
+
+def _translate(exc: psycopg.Error) -> Exception:
+    if isinstance(exc, pg_errors.DeadlockDetected | pg_errors.SerializationFailure):
+        return _Retry(str(exc))
+    if isinstance(exc, psycopg.IntegrityError):
+        return Conflict("row", "", str(exc))
+    if isinstance(exc, psycopg.OperationalError):
+        return Unavailable(f"postgresql: {exc}")
+    return StoreError(f"postgresql: {exc}")
+
+
+async def drive(conn: AsyncConn, program: Program[T]) -> T:
+    """Run a program on one connection, translating driver errors at this edge."""
+    rows: list[Any] | None = None
+    try:
+        while True:
+            query = program.send(rows)  # type: ignore[arg-type]
+            sql = _DIALECT.sql(query.sql)
+            try:
+                if query.many:
+                    async with conn.cursor() as cur:
+                        await cur.executemany(sql, query.params)
+                    rows = []
+                else:
+                    cur = await conn.execute(sql, query.params)
+                    rows = await cur.fetchall() if cur.description else []
+            except psycopg.Error as exc:
+                program.close()
+                raise _translate(exc) from exc
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
+
+
+class PostgresStore(Store):
+    def __init__(
+        self, url: str, pool: AsyncConnectionPool[AsyncConn], blobs: BlobStore | None, workers: int
+    ) -> None:
+        super().__init__(blobs)
+        self._url = url
+        self._pool = pool
+        self._workers = workers
+        self._active = 0
+        self._queue: collections.deque[_Pending] = collections.deque()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._hub = WatchHub()
+        self._listener: AsyncConn | None = None
+        self._listen_task: asyncio.Task[None] | None = None
+        self._closed = False
+
+    @classmethod
+    async def open(cls, url: str, blobs: BlobStore | None, *, workers: int = 4) -> PostgresStore:
+        pool: AsyncConnectionPool[AsyncConn] = AsyncConnectionPool(
+            url, min_size=2, max_size=workers + 4, kwargs={"autocommit": True}, open=False
+        )
+        try:
+            await pool.open(wait=True, timeout=10)
+            async with pool.connection() as conn:
+                await migrate_postgres(conn)
+        except (psycopg.OperationalError, PoolTimeout) as exc:
+            await pool.close()
+            raise Unavailable(f"cannot open {_redact(url)}: {exc}") from exc
+        except BaseException:
+            await pool.close()
+            raise
+        store = cls(url, pool, blobs, workers)
+        try:
+            await store._start_listener()
+        except BaseException:
+            await store.close()
+            raise
+        return store
+
+    # -- writes ----------------------------------------------------------------------
+
+    async def _commit(self, unit: Unit) -> list[Any]:
+        if self._closed:
+            raise StoreError("the store is closed")
+        future: asyncio.Future[list[Any]] = asyncio.get_running_loop().create_future()
+        self._queue.append(_Pending(unit, future))
+        if self._active < self._workers:
+            self._active += 1
+            task = asyncio.create_task(self._worker())
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        return await future
+
+    def _take(self) -> list[_Pending]:
+        if not self._queue[0].unit.append_only:
+            return [self._queue.popleft()]
+        batch = []
+        while self._queue and self._queue[0].unit.append_only and len(batch) < _MAX_BATCH:
+            batch.append(self._queue.popleft())
+        return batch
+
+    async def _worker(self) -> None:
+        try:
+            while self._queue:
+                batch = [p for p in self._take() if not p.future.cancelled()]
+                if not batch:
+                    continue
+                units = [p.unit for p in batch]
+                try:
+                    outcomes, wakeups = await self._run_with_retries(units)
+                except Exception as exc:  # never strand a waiting caller
+                    outcomes, wakeups = (
+                        [Unavailable(f"postgresql writer failed: {exc!r}")] * len(units),
+                        {},
+                    )
+                for pending, outcome in zip(batch, outcomes, strict=True):
+                    if pending.future.done():
+                        continue
+                    if isinstance(outcome, BaseException):
+                        pending.future.set_exception(outcome)
+                    else:
+                        pending.future.set_result(outcome)
+                del wakeups  # LISTEN/NOTIFY delivers them, to this process and all others
+        finally:
+            self._active -= 1
+
+    async def _run_with_retries(self, units: list[Unit]) -> tuple[list[Any], dict[str, int]]:
+        for attempt in range(_RETRIES):
+            try:
+                async with self._pool.connection() as conn:
+                    return await self._run_tx(conn, units)
+            except _Retry:
+                if attempt == _RETRIES - 1:
+                    raise
+                await asyncio.sleep(0.005 * (attempt + 1))
+            except PoolTimeout as exc:
+                raise Unavailable(f"postgresql pool: {exc}") from exc
+        raise AssertionError("unreachable")
+
+    async def _run_tx(self, conn: AsyncConn, units: list[Unit]) -> tuple[list[Any], dict[str, int]]:
+        fx = Effects()
+        try:
+            await conn.execute("BEGIN")
+            if units[0].append_only:
+                items = []
+                for unit in units:
+                    (op,) = unit.ops
+                    assert isinstance(op, Append)
+                    items.append((op.session_id, op.actions))
+                results = await drive(conn, append_program(_DIALECT, items, fx))
+                outcomes: list[Any] = [r if isinstance(r, StoreError) else [r] for r in results]
+            else:
+                (unit,) = units
+                outcomes = [await drive(conn, unit_program(_DIALECT, unit.fence, unit.ops, fx))]
+            await self._notify(conn, fx.wakeups)
+        except StoreError as exc:
+            await _rollback(conn)
+            return [exc] * len(units), {}
+        except BaseException:
+            await _rollback(conn)
+            raise
+        try:
+            await conn.execute("COMMIT")
+        except psycopg.Error as exc:
+            # Whether the server committed before the connection broke is unknowable.
+            return [_commit_unknown(u, exc) for u in units], {}
+        return outcomes, fx.wakeups
+
+    async def _notify(self, conn: AsyncConn, wakeups: dict[str, int]) -> None:
+        # Sent inside the transaction: PostgreSQL delivers it only if the COMMIT lands.
+        payloads, current = [], []
+        for item in wakeups.items():
+            current.append(item)
+            if len(current) >= 100:
+                payloads.append(dumps(current))
+                current = []
+        if current:
+            payloads.append(dumps(current))
+        for payload in payloads:
+            assert len(payload.encode()) < _NOTIFY_BYTES
+            try:
+                await conn.execute("SELECT pg_notify(%s, %s)", (_CHANNEL, payload))
+            except psycopg.Error as exc:
+                raise _translate(exc) from exc
+
+    # -- reads -----------------------------------------------------------------------
+
+    async def _read(self, program: Program[T]) -> T:
+        if self._closed:
+            raise StoreError("the store is closed")
+        try:
+            async with self._pool.connection() as conn:
+                return await drive(conn, program)
+        except PoolTimeout as exc:
+            raise Unavailable(f"postgresql pool: {exc}") from exc
+
+    # -- wake-ups --------------------------------------------------------------------
+
+    def watch(self) -> Watcher:
+        return self._hub.subscribe()
+
+    async def _start_listener(self) -> None:
+        # LISTEN is established before open() returns, so a watch() taken afterwards
+        # never misses a commit that happens after it.
+        self._listener = await psycopg.AsyncConnection.connect(self._url, autocommit=True)
+        await self._listener.execute(f"LISTEN {_CHANNEL}")
+        self._listen_task = asyncio.create_task(self._listen(self._listener))
+
+    async def _listen(self, conn: AsyncConn) -> None:
+        while not self._closed:
+            try:
+                async for note in conn.notifies():
+                    self._hub.publish({sid: int(seq) for sid, seq in loads(note.payload)})
+            except psycopg.OperationalError as exc:
+                if self._closed:
+                    return
+                log.warning("LISTEN connection lost (%s); reconnecting", exc)
+                await asyncio.sleep(0.5)
+                with contextlib.suppress(psycopg.OperationalError):
+                    conn = await psycopg.AsyncConnection.connect(self._url, autocommit=True)
+                    await conn.execute(f"LISTEN {_CHANNEL}")
+                    self._listener = conn
+                    # Wake-ups may have been missed while disconnected: a wake-up is only
+                    # a hint, so tell every watcher to re-read the sessions it follows.
+                    self._hub.publish({})
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        if self._listen_task is not None:
+            self._listen_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, psycopg.Error):
+                await self._listen_task
+        if self._listener is not None:
+            with contextlib.suppress(psycopg.Error):
+                await self._listener.close()
+        await self._pool.close()
+        self._hub.close()
+
+
+async def _rollback(conn: AsyncConn) -> None:
+    with contextlib.suppress(psycopg.Error):
+        await conn.execute("ROLLBACK")
+
+
+def _commit_unknown(unit: Unit, exc: BaseException) -> CommitUnknown:
+    execution_id, epoch = (unit.fence[0], unit.fence[1]) if unit.fence else ("", -1)
+    error = CommitUnknown(f"postgresql COMMIT failed: {exc}", execution_id, epoch)
+    error.__cause__ = exc
+    return error
+
+
+def _redact(url: str) -> str:
+    head, sep, tail = url.rpartition("@")
+    return f"{head.split('//', 1)[0]}//***@{tail}" if sep else url

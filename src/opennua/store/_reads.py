@@ -1,0 +1,215 @@
+"""Read programs. They run on reader connections and never block the writer."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ._errors import InvalidInput, NotFound
+from ._records import (
+    Artifact,
+    Attempt,
+    Checkpoint,
+    CheckpointRecord,
+    Execution,
+    InputRequest,
+    LedgerEntry,
+    Page,
+    Session,
+    Snapshot,
+)
+from ._sql import (
+    EXEC_COLS,
+    INPUT_COLS,
+    SESSION_COLS,
+    Program,
+    Query,
+    execution_from_row,
+    input_request_from_row,
+    loads,
+    session_from_row,
+)
+
+
+def get_session(session_id: str) -> Program[Session]:
+    rows = yield Query(f"SELECT {SESSION_COLS} FROM sessions WHERE session_id = ?", (session_id,))
+    if not rows:
+        raise NotFound("session", session_id)
+    return session_from_row(rows[0])
+
+
+def list_sessions(
+    limit: int, cursor: str | None, workspace_id: str | None
+) -> Program[Page[Session]]:
+    where, params = [], []
+    if workspace_id is not None:
+        where.append("workspace_id = ?")
+        params.append(workspace_id)
+    if cursor is not None:
+        # The cursor is the (created_at, session_id) of the last row served: a keyset,
+        # so pages stay stable while new sessions are created.
+        try:
+            created, _, sid = cursor.partition("|")
+            created_at = float(created)
+        except ValueError as exc:
+            raise InvalidInput(f"bad session cursor {cursor!r}") from exc
+        where.append("(created_at < ? OR (created_at = ? AND session_id < ?))")
+        params += [created_at, created_at, sid]
+    clause = f"WHERE {' AND '.join(where)} " if where else ""
+    rows = yield Query(
+        f"SELECT {SESSION_COLS} FROM sessions {clause}"
+        "ORDER BY created_at DESC, session_id DESC LIMIT ?",
+        [*params, limit + 1],
+    )
+    items = [session_from_row(r) for r in rows[:limit]]
+    more = len(rows) > limit
+    last = items[-1] if items else None
+    next_cursor = f"{last.created_at!r}|{last.session_id}" if more and last else None
+    return Page(items, next_cursor)
+
+
+def read_actions(session_id: str, after: int, limit: int) -> Program[list[dict[str, Any]]]:
+    rows = yield Query(
+        "SELECT body FROM actions WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+        (session_id, after, limit),
+    )
+    return [json.loads(r[0]) for r in rows]
+
+
+def get_snapshot(session_id: str) -> Program[Snapshot | None]:
+    rows = yield Query("SELECT seq, state FROM snapshots WHERE session_id = ?", (session_id,))
+    return Snapshot(rows[0][0], rows[0][1]) if rows else None
+
+
+def get_execution(execution_id: str) -> Program[Execution]:
+    rows = yield Query(
+        f"SELECT {EXEC_COLS} FROM executions WHERE execution_id = ?", (execution_id,)
+    )
+    if not rows:
+        raise NotFound("execution", execution_id)
+    return execution_from_row(rows[0])
+
+
+def list_executions(session_id: str) -> Program[list[Execution]]:
+    rows = yield Query(
+        f"SELECT {EXEC_COLS} FROM executions WHERE session_id = ? ORDER BY pos", (session_id,)
+    )
+    return [execution_from_row(r) for r in rows]
+
+
+def list_attempts(execution_id: str) -> Program[list[Attempt]]:
+    rows = yield Query(
+        "SELECT attempt_id, execution_id, attempt, epoch, supervisor_id, claimed_at "
+        "FROM attempts WHERE execution_id = ? ORDER BY attempt",
+        (execution_id,),
+    )
+    return [
+        Attempt(
+            attempt_id=r[0],
+            execution_id=r[1],
+            attempt=r[2],
+            epoch=r[3],
+            supervisor_id=r[4],
+            claimed_at=r[5],
+        )
+        for r in rows
+    ]
+
+
+def load_checkpoint(execution_id: str) -> Program[Checkpoint]:
+    rows = yield Query(
+        "SELECT step_no, payload FROM checkpoints WHERE execution_id = ? "
+        "ORDER BY step_no DESC LIMIT 1",
+        (execution_id,),
+    )
+    full = CheckpointRecord(rows[0][0], bytes(rows[0][1])) if rows else None
+    rows = yield Query(
+        "SELECT step_no, payload FROM checkpoint_steps WHERE execution_id = ? AND step_no > ? "
+        "ORDER BY step_no",
+        (execution_id, full.step_no if full else -1),
+    )
+    return Checkpoint(execution_id, full, [CheckpointRecord(r[0], bytes(r[1])) for r in rows])
+
+
+def get_ledger(execution_id: str) -> Program[list[LedgerEntry]]:
+    rows = yield Query(
+        "SELECT tool_call_id, status, idempotency_key, result, updated_at FROM tool_ledger "
+        "WHERE execution_id = ? ORDER BY tool_call_id",
+        (execution_id,),
+    )
+    return [
+        LedgerEntry(
+            execution_id=execution_id,
+            tool_call_id=r[0],
+            status=r[1],
+            idempotency_key=r[2],
+            result=loads(r[3]),
+            updated_at=r[4],
+        )
+        for r in rows
+    ]
+
+
+def get_input_request(request_id: str) -> Program[InputRequest]:
+    rows = yield Query(
+        f"SELECT {INPUT_COLS} FROM input_requests WHERE request_id = ?", (request_id,)
+    )
+    if not rows:
+        raise NotFound("input request", request_id)
+    return input_request_from_row(rows[0])
+
+
+def list_input_requests(
+    session_id: str | None, execution_id: str | None, status: str | None
+) -> Program[list[InputRequest]]:
+    where, params = [], []
+    for column, value in (
+        ("session_id", session_id),
+        ("execution_id", execution_id),
+        ("status", status),
+    ):
+        if value is not None:
+            where.append(f"{column} = ?")
+            params.append(value)
+    clause = f"WHERE {' AND '.join(where)} " if where else ""
+    rows = yield Query(
+        f"SELECT {INPUT_COLS} FROM input_requests {clause}ORDER BY created_at, request_id", params
+    )
+    return [input_request_from_row(r) for r in rows]
+
+
+_ARTIFACT_COLS = (
+    "artifact_id, session_id, name, media_type, size, sha256, created_at, turn_id, tool_call_id"
+)
+
+
+def _artifact(r: tuple[Any, ...]) -> Artifact:
+    return Artifact(
+        artifact_id=r[0],
+        session_id=r[1],
+        name=r[2],
+        media_type=r[3],
+        size=r[4],
+        sha256=r[5],
+        created_at=r[6],
+        turn_id=r[7],
+        tool_call_id=r[8],
+    )
+
+
+def get_artifact(artifact_id: str) -> Program[Artifact]:
+    rows = yield Query(
+        f"SELECT {_ARTIFACT_COLS} FROM artifacts WHERE artifact_id = ?", (artifact_id,)
+    )
+    if not rows:
+        raise NotFound("artifact", artifact_id)
+    return _artifact(rows[0])
+
+
+def list_artifacts(session_id: str) -> Program[list[Artifact]]:
+    rows = yield Query(
+        f"SELECT {_ARTIFACT_COLS} FROM artifacts WHERE session_id = ? "
+        "ORDER BY created_at, artifact_id",
+        (session_id,),
+    )
+    return [_artifact(r) for r in rows]

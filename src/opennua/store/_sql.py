@@ -1,0 +1,196 @@
+"""The sans-I/O core shared by both backends.
+
+Every store operation is written once, as a *program*: a generator that yields
+:class:`Query` objects and receives each query's rows back. The SQLite writer thread
+and the PostgreSQL connection drive the same programs, so the two backends cannot
+drift apart in semantics; a :class:`Dialect` supplies the few spellings that differ
+(placeholders, row locks, list parameters).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Generator, Iterator, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, TypeVar
+
+from ulid import ULID
+
+from ._records import Execution, InputRequest, Session
+
+T = TypeVar("T")
+Row = tuple[Any, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """One statement, written with ``?`` placeholders. ``many``: executemany, no rows."""
+
+    sql: str
+    params: Sequence[Any] = ()
+    many: bool = False
+
+
+Program = Generator[Query, list[Row], T]
+
+
+@dataclass
+class Effects:
+    """What a committed unit changed that the outside world must hear about."""
+
+    #: session_id -> highest seq appended, for ``watch()`` wake-ups.
+    wakeups: dict[str, int] = field(default_factory=dict)
+
+
+class Dialect:
+    """SQLite spelling; :class:`PostgresDialect` overrides what differs."""
+
+    name = "sqlite"
+    #: Row locks: a no-op on SQLite, whose single writer already serializes everything.
+    for_update = ""
+    skip_locked = ""
+
+    def sql(self, text: str) -> str:
+        return text
+
+    def in_(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
+        return f"{column} IN ({','.join('?' * len(values))})", list(values)
+
+    def pairs(self, pairs: Sequence[tuple[str, str]]) -> tuple[str, list[Any]]:
+        """A derived table ``v(column1, column2)`` of string pairs, to JOIN against.
+
+        (A JOIN, not ``(a, b) IN (VALUES ...)``: SQLite plans the latter as a table scan.)
+        """
+        values = ",".join(["(?,?)"] * len(pairs))
+        return f"(VALUES {values}) AS v", [v for pair in pairs for v in pair]
+
+
+class PostgresDialect(Dialect):
+    name = "postgres"
+    for_update = " FOR UPDATE"
+    skip_locked = " FOR UPDATE SKIP LOCKED"
+
+    def sql(self, text: str) -> str:
+        return _to_pyformat(text)
+
+    def in_(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
+        return f"{column} = ANY(?)", [list(values)]
+
+    def pairs(self, pairs: Sequence[tuple[str, str]]) -> tuple[str, list[Any]]:
+        return (
+            "unnest(?::text[], ?::text[]) AS v(column1, column2)",
+            [[p[0] for p in pairs], [p[1] for p in pairs]],
+        )
+
+
+@lru_cache(maxsize=512)
+def _to_pyformat(text: str) -> str:
+    # Our SQL never contains a literal '?' or '%', so a plain replace is exact.
+    assert "%" not in text, text
+    return text.replace("?", "%s")
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def loads(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+def chunks(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+
+
+def new_id(prefix: str, now: float) -> str:
+    """A type-prefixed ULID whose time part comes from the injected clock."""
+    return f"{prefix}_{ULID.from_timestamp(now)}"
+
+
+# -- row mapping -------------------------------------------------------------------------
+
+SESSION_COLS = (
+    "session_id, created_at, workspace_id, principal_id, title, plugin_digest, "
+    "deployment_digest, metadata, last_seq"
+)
+
+
+def session_from_row(r: Row) -> Session:
+    return Session(
+        session_id=r[0],
+        created_at=r[1],
+        workspace_id=r[2],
+        principal_id=r[3],
+        title=r[4],
+        plugin_digest=r[5],
+        deployment_digest=r[6],
+        metadata=loads(r[7]),
+        last_seq=r[8],
+    )
+
+
+EXEC_COLS = (
+    "execution_id, session_id, turn_id, status, created_at, principal_id, trigger, input, "
+    "retry_of, snapshot_digest, deadline_at, owner, epoch, attempt, lease_expires_at, "
+    "cancel_requested, result, error, finished_at"
+)
+
+
+def execution_from_row(r: Row) -> Execution:
+    return Execution(
+        execution_id=r[0],
+        session_id=r[1],
+        turn_id=r[2],
+        status=r[3],
+        created_at=r[4],
+        principal_id=r[5],
+        trigger=loads(r[6]),
+        input=loads(r[7]),
+        retry_of=r[8],
+        snapshot_digest=r[9],
+        deadline_at=r[10],
+        owner=r[11],
+        epoch=r[12],
+        attempt=r[13],
+        lease_expires_at=r[14],
+        cancel_requested=bool(r[15]),
+        result=loads(r[16]),
+        error=loads(r[17]),
+        finished_at=r[18],
+    )
+
+
+INPUT_COLS = (
+    "request_id, session_id, execution_id, turn_id, status, payload, created_at, "
+    "tool_call_id, resolution, answered_by_principal, answered_by_client, expires_at, "
+    "resolved_at"
+)
+
+
+def input_request_from_row(r: Row) -> InputRequest:
+    return InputRequest(
+        request_id=r[0],
+        session_id=r[1],
+        execution_id=r[2],
+        turn_id=r[3],
+        status=r[4],
+        payload=loads(r[5]),
+        created_at=r[6],
+        tool_call_id=r[7],
+        resolution=loads(r[8]),
+        answered_by_principal=r[9],
+        answered_by_client=r[10],
+        expires_at=r[11],
+        resolved_at=r[12],
+    )
+
+
+class Op:
+    """One buffered write. Subclasses are frozen dataclasses; ``run`` is their program."""
+
+    __slots__ = ()
+
+    def run(self, d: Dialect, fx: Effects) -> Program[Any]:  # pragma: no cover - abstract
+        raise NotImplementedError

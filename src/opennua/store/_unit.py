@@ -1,0 +1,200 @@
+"""Units of work: ops buffered by the caller, committed together (or not at all).
+
+Buffering is what lets the SQLite writer group-commit: a unit reaches the writer
+whole, runs inside one SAVEPOINT of a shared transaction, and its caller is woken
+only after the COMMIT that holds it. Results are read from handles after the block.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Generic, TypeVar
+
+from ._errors import InvalidInput, StoreError
+from ._exec_ops import (
+    CreateExecution,
+    Finish,
+    LedgerSet,
+    LedgerStart,
+    OpenInputRequest,
+    ParkForInput,
+    PutCheckpoint,
+    RequestCancel,
+)
+from ._log_ops import (
+    Append,
+    CompleteIdempotency,
+    CreateSession,
+    PutArtifact,
+    PutSnapshot,
+    UpdateSessionTitle,
+    normalize_actions,
+)
+from ._records import TERMINAL_STATUSES, Artifact, Execution, InputRequest, Session
+from ._sql import Op
+
+T = TypeVar("T")
+U = TypeVar("U", bound="UnitBuilder")
+
+
+@dataclass(frozen=True, slots=True)
+class Unit:
+    """What a backend commits: an optional fence ``(execution_id, epoch, owner)`` and ops."""
+
+    fence: tuple[str, int, str | None] | None
+    ops: tuple[Op, ...]
+
+    @property
+    def append_only(self) -> bool:
+        # Unfenced pure appends may be merged with other callers' appends into one
+        # set-based program (see append_program): the hot path of group commit.
+        return self.fence is None and all(type(op) is Append for op in self.ops)
+
+
+_UNSET: Any = object()
+
+
+class Handle(Generic[T]):
+    """The result of one buffered op, available once its unit committed."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self) -> None:
+        self._value: Any = _UNSET
+
+    @property
+    def value(self) -> T:
+        if self._value is _UNSET:
+            raise StoreError("the unit of work has not committed (yet)")
+        return self._value  # type: ignore[no-any-return]
+
+
+class UnitBuilder:
+    """The ops both kinds of unit may buffer."""
+
+    def __init__(self) -> None:
+        self._ops: list[Op] = []
+        self._handles: list[Handle[Any]] = []
+        #: After commit: session_id -> every seq this unit's appends got, in order.
+        self.seqs: dict[str, list[int]] = {}
+
+    def _add(self, op: Op) -> Handle[Any]:
+        handle: Handle[Any] = Handle()
+        self._ops.append(op)
+        self._handles.append(handle)
+        return handle
+
+    def _settle(self, results: Sequence[Any]) -> None:
+        for op, handle, result in zip(self._ops, self._handles, results, strict=True):
+            handle._value = result
+            if isinstance(op, Append):
+                self.seqs.setdefault(op.session_id, []).extend(result)
+
+    def append(self, session_id: str, actions: Sequence[Mapping[str, Any]]) -> Handle[list[int]]:
+        """Append action envelopes; the store assigns ``seq`` (re-appended ids keep theirs)."""
+        return self._add(Append(session_id, normalize_actions(session_id, actions)))
+
+    def put_snapshot(self, session_id: str, seq: int, state_json: str) -> Handle[None]:
+        return self._add(PutSnapshot(session_id, seq, state_json))
+
+    def put_artifact(self, artifact: Artifact) -> Handle[Artifact]:
+        return self._add(PutArtifact(artifact))
+
+    def open_input_request(self, request: InputRequest) -> Handle[InputRequest]:
+        return self._add(OpenInputRequest(request))
+
+
+class Transaction(UnitBuilder):
+    """An unfenced unit of work (the Host's): every op commits together or none does."""
+
+    def create_session(self, session: Session) -> Handle[Session]:
+        return self._add(CreateSession(session))
+
+    def update_session_title(self, session_id: str, title: str | None) -> Handle[None]:
+        return self._add(UpdateSessionTitle(session_id, title))
+
+    def create_execution(self, execution: Execution) -> Handle[Execution]:
+        """Record an accepted command as ``queued`` (its ``status`` field is ignored)."""
+        return self._add(CreateExecution(execution))
+
+    def request_cancel(self, execution_id: str) -> Handle[Execution]:
+        return self._add(RequestCancel(execution_id))
+
+    def complete_idempotency(self, scope: str, key: str, response: Any) -> Handle[None]:
+        return self._add(CompleteIdempotency(scope, key, response))
+
+
+class FencedTransaction(UnitBuilder):
+    """A unit an attempt writes under its epoch; see :meth:`Store.fenced`."""
+
+    def __init__(self, execution_id: str, epoch: int, owner: str | None) -> None:
+        super().__init__()
+        self.execution_id = execution_id
+        self.epoch = epoch
+        self.owner = owner
+
+    def put_checkpoint_step(self, step_no: int, payload: bytes) -> Handle[None]:
+        return self._add(PutCheckpoint(self.execution_id, step_no, _bytes(payload), full=False))
+
+    def put_full_checkpoint(self, step_no: int, payload: bytes) -> Handle[None]:
+        return self._add(PutCheckpoint(self.execution_id, step_no, _bytes(payload), full=True))
+
+    def ledger_start(
+        self, tool_call_id: str, *, idempotency_key: str | None = None, now: float | None = None
+    ) -> Handle[None]:
+        return self._add(LedgerStart(self.execution_id, tool_call_id, idempotency_key, now))
+
+    def ledger_complete(
+        self, tool_call_id: str, *, result: Any = None, now: float | None = None
+    ) -> Handle[None]:
+        return self._add(LedgerSet(self.execution_id, tool_call_id, "completed", result, now))
+
+    def ledger_mark_unknown(self, tool_call_id: str, *, now: float | None = None) -> Handle[None]:
+        return self._add(LedgerSet(self.execution_id, tool_call_id, "unknown", None, now))
+
+    def park_for_input(self) -> Handle[None]:
+        """``running -> waiting_input`` and release the lease (an answer re-queues it)."""
+        return self._add(ParkForInput(self.execution_id))
+
+    def finish(
+        self, status: str, *, result: Any = None, error: Any = None, now: float | None = None
+    ) -> Handle[None]:
+        if status not in TERMINAL_STATUSES:
+            raise InvalidInput(f"finish needs a terminal status, got {status!r}")
+        return self._add(Finish(self.execution_id, status, result, error, now))
+
+
+def _bytes(payload: bytes) -> bytes:
+    if not isinstance(payload, bytes | bytearray | memoryview):
+        raise InvalidInput(f"checkpoint payloads are bytes, got {type(payload).__name__}")
+    return bytes(payload)
+
+
+class UnitScope(Generic[U]):
+    """``async with``: yields the builder; on a clean exit commits it, on an error drops it."""
+
+    def __init__(
+        self,
+        tx: U,
+        fence: tuple[str, int, str | None] | None,
+        commit: Callable[[Unit], Awaitable[list[Any]]],
+    ) -> None:
+        self._tx = tx
+        self._fence = fence
+        self._commit = commit
+
+    async def __aenter__(self) -> U:
+        return self._tx
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc_type is not None:
+            return  # nothing was sent: dropping the buffer is the rollback
+        results = await self._commit(Unit(self._fence, tuple(self._tx._ops)))
+        self._tx._settle(results)

@@ -1,0 +1,77 @@
+"""Wake-ups after appends. A wake-up only: consumers re-read from their last seq."""
+
+from __future__ import annotations
+
+import asyncio
+from types import TracebackType
+
+
+class Watcher:
+    """Async iterator of ``(session_id, seq)``, coalescing per session.
+
+    It never drops a wake-up and never grows past one entry per session: if a session
+    is appended to five times before the consumer looks, it sees one item, the newest seq.
+    """
+
+    def __init__(self, hub: WatchHub) -> None:
+        self._hub = hub
+        self._pending: dict[str, int] = {}
+        self._event = asyncio.Event()
+        self._closed = False
+
+    def _push(self, session_id: str, seq: int) -> None:
+        if seq > self._pending.get(session_id, 0):
+            self._pending[session_id] = seq
+            self._event.set()
+
+    def __aiter__(self) -> Watcher:
+        return self
+
+    async def __anext__(self) -> tuple[str, int]:
+        while not self._pending:
+            if self._closed:
+                raise StopAsyncIteration
+            self._event.clear()
+            await self._event.wait()
+        session_id = next(iter(self._pending))
+        return session_id, self._pending.pop(session_id)
+
+    def close(self) -> None:
+        self._closed = True
+        self._hub.discard(self)
+        self._event.set()
+
+    async def __aenter__(self) -> Watcher:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class WatchHub:
+    """In-process fan-out of wake-ups (called on the event loop thread only)."""
+
+    def __init__(self) -> None:
+        self._watchers: set[Watcher] = set()
+
+    def subscribe(self) -> Watcher:
+        watcher = Watcher(self)
+        self._watchers.add(watcher)
+        return watcher
+
+    def discard(self, watcher: Watcher) -> None:
+        self._watchers.discard(watcher)
+
+    def publish(self, wakeups: dict[str, int]) -> None:
+        for watcher in self._watchers:
+            for session_id, seq in wakeups.items():
+                watcher._push(session_id, seq)
+
+    def close(self) -> None:
+        for watcher in list(self._watchers):
+            watcher.close()
