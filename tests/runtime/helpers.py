@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,9 @@ from opennua.runtime import (
     Outcome,
     RunEnv,
     RuntimeEvent,
+    SimulatedCrash,
+    Suspended,
+    Tool,
 )
 from opennua.runtime._tools import MemoryArtifacts
 
@@ -57,7 +61,9 @@ def make_loop(
     artifacts: MemoryArtifacts | None = None,
     **kw: Any,
 ) -> AgentLoop:
-    return AgentLoop(agent, journal, make_env(workspace, artifacts), model=model, limits=limits, **kw)
+    return AgentLoop(
+        agent, journal, make_env(workspace, artifacts), model=model, limits=limits, **kw
+    )
 
 
 def event_json(event: RuntimeEvent) -> dict[str, Any]:
@@ -93,7 +99,9 @@ def facts(events: list[RuntimeEvent]) -> dict[str, Any]:
         for e in log
         if e.type == "message.completed" and e.data.status == "interrupted"  # type: ignore[attr-defined]
     }
-    messages: dict[str, str] = {}
+    # A model call re-issued after a crash is a new message with a new id, so messages are
+    # compared by run and text, in order.
+    messages: list[tuple[str, str, str]] = []
     tools: dict[str, Any] = {}
     plans: dict[str, Any] = {}
     other: list[Any] = []
@@ -101,39 +109,56 @@ def facts(events: list[RuntimeEvent]) -> dict[str, Any]:
     for e in log:
         d = e.data.model_dump(mode="json")
         if e.type == "message.completed" and d["message_id"] not in interrupted:
-            messages[d["message_id"]] = d["text"]
+            messages.append((e.run_id, "text", d["text"]))
+        elif e.type == "reasoning.completed":
+            messages.append((e.run_id, "reasoning", d["text"]))
         elif e.type == "tool_call.started":
             tools[d["tool_call_id"]] = {"name": d["name"], "input": d["input"]}
-        elif e.type == "tool_call.updated" and d["status"] not in ("unknown", "in_progress"):
-            tools[d["tool_call_id"]].update(status=d["status"], output=d["output"], error=d["error"])
+        elif e.type == "tool_call.updated":
+            if d["status"] not in ("unknown", "in_progress"):
+                tools[d["tool_call_id"]].update(
+                    status=d["status"], output=d["output"], error=d["error"]
+                )
         elif e.type == "plan.updated":
             plans[e.run_id] = d["entries"]
         elif e.type == "usage.recorded":
             for k, v in d.items():
                 if isinstance(v, int):
                     usage[k] = usage.get(k, 0) + v
-        elif e.type == "input_request.opened" and d["reason"] == "confirmation":
-            continue
-        elif e.type in ("message.started", "message.delta", "reasoning.delta"):
-            continue
-        elif e.type == "message.completed":
+        elif (
+            (e.type == "input_request.opened" and d["reason"] == "confirmation")
+            or e.type in ("message.started", "message.delta", "reasoning.delta")
+            or e.type == "message.completed"
+        ):
             continue
         else:
             other.append([e.type, e.run_id, d])
     return {"messages": messages, "tools": tools, "plans": plans, "usage": usage, "other": other}
 
 
-async def run_to_end(
-    make: Any, journal: InMemoryJournal, prompt: str, approve: dict[str, str] | None = None
-) -> tuple[Outcome, list[Outcome]]:
-    """Run, answering every request the way `approve` says (by reason), until not suspended."""
-    approve = approve or {"tool_call": "allow_once", "confirmation": "retry"}
-    outcomes = []
+async def drive(
+    make: Any,
+    journal: InMemoryJournal,
+    prompt: str,
+    choices: dict[str, str] | None = None,
+) -> tuple[Outcome, InMemoryJournal, list[Outcome | str]]:
+    """Run to the end like a supervisor would: after a `SimulatedCrash` start a new loop on
+    the restarted journal; after `Suspended` answer each request (by its reason) and resume.
+    Returns the final outcome, the last journal and the history of outcomes/crashes."""
+    choices = choices or {"tool_call": "allow_once", "confirmation": "retry"}
+    history: list[Outcome | str] = []
     answers: dict[str, Answer] = {}
-    outcome = await make(journal).run(prompt)
-    outcomes.append(outcome)
-    while type(outcome).__name__ == "Suspended":
-        for rid in outcome.request_ids:  # type: ignore[union-attr]
+    for _ in range(50):
+        try:
+            outcome = await make(journal).run(prompt, answers=answers)
+        except SimulatedCrash:
+            history.append("crash")
+            journal = journal.restarted()
+            continue
+        history.append(outcome)
+        if not isinstance(outcome, Suspended):
+            return outcome, journal, history
+        for rid in outcome.request_ids:
             opened = [
                 e
                 for e in journal.log
@@ -143,11 +168,20 @@ async def run_to_end(
             if reason == "input_required":
                 answers[rid] = Answer(payload="forty-two")
             else:
-                answers[rid] = Answer(option_id=approve[reason])
+                answers[rid] = Answer(option_id=choices[reason])
         journal = journal.restarted()
-        outcome = await make(journal).run(answers=answers)
-        outcomes.append(outcome)
-    return outcome, outcomes
+    raise AssertionError(f"did not finish: {history}")
+
+
+def counting(tool: Tool, counter: dict[str, int]) -> Tool:
+    """`tool`, counting its executions: the side effects, measured, not read from a ledger."""
+    original = tool.fn
+
+    def fn(*args: Any, **kwargs: Any) -> Any:
+        counter[tool.name] = counter.get(tool.name, 0) + 1
+        return original(*args, **kwargs)
+
+    return dataclasses.replace(tool, fn=fn)
 
 
 def dumps(obj: Any) -> str:

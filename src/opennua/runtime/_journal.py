@@ -80,14 +80,16 @@ class _Durable:
     ledger: dict[str, LedgerStatus] = field(default_factory=dict)
     commits: int = 0
     bytes_written: int = 0
+    crashed: bool = False
 
 
 class InMemoryJournal:
     """A journal in memory for tests, that can crash on purpose.
 
-    `crash_after=k` makes the k-th commit land and then raises `SimulatedCrash` (the process
-    died right after it); `crash_before=k` raises instead of landing the k-th commit.
-    `restarted()` is the journal a fresh process sees: the same durable state, no crash.
+    `crash_after=k` makes the execution's k-th commit land and then raises `SimulatedCrash`
+    (the process died right after it); `crash_before=k` raises instead of landing the k-th
+    commit. k counts the execution's durable commits, across suspensions; a crash fires
+    once. `restarted()` is the journal a new process sees: the same durable state.
     """
 
     def __init__(
@@ -101,7 +103,6 @@ class InMemoryJournal:
         self.crash_after = crash_after
         self.crash_before = crash_before
         self.fenced = False
-        self._commits_here = 0
 
     # -- the port --------------------------------------------------------------------------
 
@@ -118,10 +119,10 @@ class InMemoryJournal:
     ) -> None:
         if self.fenced:
             raise Fenced("in-memory journal fenced")
-        self._commits_here += 1
-        if self.crash_before is not None and self._commits_here >= self.crash_before:
-            raise SimulatedCrash(f"crash before commit {self._commits_here}")
         d = self._d
+        if self.crash_before is not None and not d.crashed and d.commits + 1 >= self.crash_before:
+            d.crashed = True
+            raise SimulatedCrash(f"crash before commit {d.commits + 1}")
         d.log.extend(events)
         if checkpoint.full is not None:
             # A compacted full state replaces every step before it: storage stays linear.
@@ -135,8 +136,9 @@ class InMemoryJournal:
                 op.op, "unknown"
             )  # type: ignore[assignment]
         d.commits += 1
-        if self.crash_after is not None and self._commits_here >= self.crash_after:
-            raise SimulatedCrash(f"crash after commit {self._commits_here}")
+        if self.crash_after is not None and not d.crashed and d.commits >= self.crash_after:
+            d.crashed = True
+            raise SimulatedCrash(f"crash after commit {d.commits}")
 
     async def load(self) -> StoredCheckpoint | None:
         d = self._d
@@ -149,9 +151,11 @@ class InMemoryJournal:
     # -- for tests -------------------------------------------------------------------------
 
     def restarted(
-        self, *, crash_after: int | None = None, crash_before: int | None = None
+        self,
     ) -> InMemoryJournal:
-        return InMemoryJournal(crash_after=crash_after, crash_before=crash_before, _durable=self._d)
+        return InMemoryJournal(
+            crash_after=self.crash_after, crash_before=self.crash_before, _durable=self._d
+        )
 
     def snapshot(self) -> InMemoryJournal:
         """An independent copy of the durable state (to branch several resumes from one point)."""

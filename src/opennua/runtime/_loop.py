@@ -389,7 +389,8 @@ class AgentLoop(CallsMixin):
         )
         calls = []
         for i, part in enumerate(p for p in response.parts if isinstance(p, ToolCallPart)):
-            call_id = self.env.ids("call", f"{key}/t{i}")
+            # Keyed by step, not by try: only one response per step is ever committed.
+            call_id = self.env.ids("call", f"{rid}/s{run.step}/t{i}")
             calls.append(
                 {
                     "call_id": call_id,
