@@ -1,0 +1,178 @@
+"""The supervisor on a real store: the demo task runs, suspends for approval, resumes after
+an answer in a new attempt, completes; the log replays to a consistent state."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from opennua.protocol import action_from_dict, replay
+from opennua.protocol.ids import action_id
+from opennua.runtime import default_agent
+from opennua.store import Execution, Store, Won, open_store
+from opennua.store import Session as SessionRecord
+from opennua.supervisor import Supervisor
+
+SID, TID, EID = "ses_01JSUP000000000000000000", "trn_01JSUP000000000000000000", "exe_01JSUP0000"
+
+
+@pytest.fixture(autouse=True)
+def _fast_demo(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NUA_DEMO_STEP_DELAY", "0")
+
+
+def _action(type_: str, data: dict[str, Any], key: str) -> dict[str, Any]:
+    return {
+        "v": 1,
+        "session_id": SID,
+        "id": action_id("test", key),
+        "type": type_,
+        "ts": "2026-11-29T08:00:00.000Z",
+        "turn_id": TID if type_ != "session.created" else None,
+        "run_id": None,
+        "client_id": None,
+        "intent_id": None,
+        "data": data,
+    }
+
+
+async def _accept(store: Store, now: float, deadline: float = 3600) -> None:
+    content = [{"type": "text", "text": "Write the quarterly report"}]
+    async with store.transaction() as tx:
+        tx.create_session(SessionRecord(session_id=SID, created_at=now, title="demo"))
+        tx.append(
+            SID,
+            [
+                _action("session.created", {"title": "demo"}, "created"),
+                _action(
+                    "turn.started",
+                    {
+                        "execution_id": EID,
+                        "message_id": "msg_u1",
+                        "trigger": {"kind": "message", "principal_id": "prn_o"},
+                        "input": content,
+                        "trace_id": "tr1",
+                    },
+                    "turn",
+                ),
+            ],
+        )
+        tx.create_execution(
+            Execution(
+                execution_id=EID,
+                session_id=SID,
+                turn_id=TID,
+                status="queued",
+                created_at=now,
+                input=content,
+                deadline_at=now + deadline,
+            )
+        )
+
+
+async def _wait(predicate: Any, timeout: float = 20) -> Any:
+    async with asyncio.timeout(timeout):
+        while not (result := await predicate()):
+            await asyncio.sleep(0.05)
+        return result
+
+
+async def _state(store: Store) -> Any:
+    return replay(action_from_dict(raw) for raw in await store.read(SID, 0, 100_000))
+
+
+async def test_demo_suspends_resumes_after_answer_and_completes(tmp_path: Path) -> None:
+    store = await open_store(f"sqlite:///{tmp_path}/nua.db", data_dir=tmp_path)
+    async with store:
+        await _accept(store, time.time())
+        supervisor = Supervisor(
+            store,
+            default_agent("scripted:demo"),
+            supervisor_id="sup_a",
+            data_dir=tmp_path,
+            ttl=5,
+            poll_interval=0.05,
+        )
+        runner = asyncio.create_task(supervisor.run())
+        try:
+            requests = await _wait(lambda: store.list_input_requests(SID, status="open"))
+            assert (await store.get_execution(EID)).status == "waiting_input"
+            request = requests[0]
+            state = await _state(store)
+            assert state["status"] == "requires_action"
+            resolved = _action(
+                "input_request.resolved",
+                {
+                    "request_id": request.request_id,
+                    "outcome": "selected",
+                    "option_id": "allow_once",
+                    "answered_by": {"client_id": "cli_t", "principal_id": "prn_o"},
+                },
+                "answer",
+            )
+            outcome = await store.resolve_input(
+                request.request_id,
+                {"outcome": "selected", "option_id": "allow_once"},
+                "prn_o",
+                "cli_t",
+                time.time(),
+                actions=[resolved],
+            )
+            assert isinstance(outcome, Won)
+            supervisor.nudge()
+
+            async def finished() -> bool:
+                return (await store.get_execution(EID)).status == "completed"
+
+            await _wait(finished)
+        finally:
+            await supervisor.shutdown()
+            runner.cancel()
+            await asyncio.gather(runner, return_exceptions=True)
+        state = await _state(store)
+        turn = state["turns"][0]
+        assert state["anomalies"] == []
+        assert turn["state"] == "ended" and turn["stop_reason"] == "end_turn"
+        assert [a["attempt"] for a in turn["attempts"]] == [1, 2]
+        assert turn["attempts"][1]["resumed_from_checkpoint"] is True
+        assert len(turn["workers"]) == 1
+        assert [a["name"] for a in state["artifacts"].values()] == ["report.md"]
+        terminal = {"completed", "failed", "cancelled"}
+        assert all(call["status"] in terminal for call in turn["tool_calls"].values())
+        assert turn["usage"]["cache_read_input_tokens"] > 0
+        artifact = next(iter(state["artifacts"].values()))
+        assert b"report" in (await store.blobs.read(artifact["sha256"])).lower()
+
+
+async def test_deadline_passing_while_waiting_ends_the_turn(tmp_path: Path) -> None:
+    store = await open_store(f"sqlite:///{tmp_path}/nua.db", data_dir=tmp_path)
+    async with store:
+        clock = [time.time()]
+        await _accept(store, clock[0], deadline=60)
+        supervisor = Supervisor(
+            store,
+            default_agent("scripted:demo"),
+            supervisor_id="sup_a",
+            data_dir=tmp_path,
+            ttl=5,
+            poll_interval=0.05,
+            clock=lambda: clock[0],
+        )
+        runner = asyncio.create_task(supervisor.run())
+        try:
+            await _wait(lambda: store.list_input_requests(SID, status="open"))
+            clock[0] += 61
+            await supervisor.sweep_deadlines()
+        finally:
+            await supervisor.shutdown()
+            runner.cancel()
+            await asyncio.gather(runner, return_exceptions=True)
+        assert (await store.get_execution(EID)).status == "deadline_exceeded"
+        state = await _state(store)
+        assert state["turns"][0]["stop_reason"] == "deadline_exceeded"
+        assert state["open_input_requests"] == []
+        assert state["status"] == "idle"
