@@ -1,0 +1,167 @@
+"""Live delivery: Server-Sent Events and the WebSocket (DESIGN.md §5, §7).
+
+Both read from one Hub subscription, so a slow connection costs at most its bounded
+queue; it then gets `resync` and must fetch a snapshot. Heartbeats keep proxies from
+closing idle connections and let clients notice a dead link.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from pydantic import ValidationError
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from opennua.host import Frame, Hub, SessionHost
+from opennua.protocol import (
+    AnswerInput,
+    Cancel,
+    IntentResult,
+    RetryTurn,
+    SendMessage,
+    UpdateSession,
+)
+from opennua.protocol.intents import INTENT_ADAPTER
+
+HEARTBEAT_SECONDS = 15.0
+RESYNC_CLOSE_CODE = 4000
+
+
+async def _frames_with_heartbeats(
+    frames: AsyncIterator[Frame], every: float
+) -> AsyncIterator[Frame | None]:
+    """Frames, and None whenever `every` seconds pass without one.
+
+    The pending `anext` is kept across timeouts: cancelling it would close the iterator.
+    """
+    pending: asyncio.Task[Frame] | None = None
+    try:
+        while True:
+            if pending is None:
+                pending = asyncio.ensure_future(anext(frames))  # type: ignore[arg-type]
+            done, _ = await asyncio.wait({pending}, timeout=every)
+            if not done:
+                yield None
+                continue
+            try:
+                frame = pending.result()
+            except StopAsyncIteration:
+                return
+            pending = None
+            yield frame
+    finally:
+        if pending is not None:
+            pending.cancel()
+            with contextlib.suppress(BaseException):
+                await pending
+
+
+async def sse_stream(
+    hub: Hub, session_id: str, after: int, heartbeat: float = HEARTBEAT_SECONDS
+) -> AsyncIterator[str]:
+    yield ": connected\n\n"
+    async with hub.subscribe(session_id, after) as subscription:
+        async for frame in _frames_with_heartbeats(aiter(subscription), heartbeat):
+            if frame is None:
+                yield ": heartbeat\n\n"
+            elif frame.kind == "resync":
+                yield f"event: resync\ndata: {json.dumps({'seq': frame.seq})}\n\n"
+                return
+            else:
+                yield f"id: {frame.seq}\nevent: action\ndata: {frame.json}\n\n"
+
+
+async def websocket_session(
+    websocket: WebSocket,
+    host: SessionHost,
+    hub: Hub,
+    session_id: str,
+    after: int,
+    client_id: str | None,
+    heartbeat: float = HEARTBEAT_SECONDS,
+    on_intent: Any = None,
+) -> None:
+    """Actions out, intents in, on one socket; ends with close code 4000 after `resync`."""
+    await websocket.accept()
+    send_lock = asyncio.Lock()
+
+    async def send(text: str) -> None:
+        async with send_lock:
+            await websocket.send_text(text)
+
+    async def pump_out() -> None:
+        async with hub.subscribe(session_id, after) as subscription:
+            async for frame in _frames_with_heartbeats(aiter(subscription), heartbeat):
+                if frame is None:
+                    await send('{"type":"heartbeat"}')
+                elif frame.kind == "resync":
+                    await send(json.dumps({"type": "resync", "seq": frame.seq}))
+                    return
+                else:
+                    await send('{"type":"action","action":' + frame.json + "}")
+
+    async def pump_in() -> None:
+        while True:
+            raw = await websocket.receive_text()
+            reply = await _handle_intent(host, session_id, raw, client_id, on_intent)
+            await send(json.dumps(reply))
+
+    out = asyncio.ensure_future(pump_out())
+    inbound = asyncio.ensure_future(pump_in())
+    try:
+        done, _ = await asyncio.wait({out, inbound}, return_when=asyncio.FIRST_COMPLETED)
+        resynced = out in done and out.exception() is None
+    finally:
+        for task in (out, inbound):
+            task.cancel()
+        for task in (out, inbound):
+            with contextlib.suppress(BaseException):
+                await task
+    if resynced:
+        with contextlib.suppress(Exception):
+            await websocket.close(RESYNC_CLOSE_CODE, "resync")
+    else:
+        error = inbound.exception() if inbound.done() and not inbound.cancelled() else None
+        if error is not None and not isinstance(error, WebSocketDisconnect):
+            raise error
+
+
+async def _handle_intent(
+    host: SessionHost, session_id: str, raw: str, client_id: str | None, on_intent: Any
+) -> dict[str, Any]:
+    try:
+        data = json.loads(raw)
+        if isinstance(data, dict) and client_id is not None:
+            data.setdefault("client_id", client_id)
+        intent = INTENT_ADAPTER.validate_python(data)
+    except (ValueError, ValidationError) as exc:
+        errors = exc.errors(include_url=False) if isinstance(exc, ValidationError) else str(exc)
+        return {
+            "type": "error",
+            "code": "validation_error",
+            "detail": json.loads(json.dumps(errors, default=str)),
+        }
+    result = await dispatch(host, session_id, intent)
+    if on_intent is not None:
+        on_intent(intent.type, result.type)
+    return {"type": "result", "result": result.model_dump(mode="json")}
+
+
+async def dispatch(
+    host: SessionHost,
+    session_id: str,
+    intent: SendMessage | Cancel | AnswerInput | RetryTurn | UpdateSession,
+) -> IntentResult:
+    if isinstance(intent, SendMessage):
+        return await host.send_message(session_id, intent)
+    if isinstance(intent, Cancel):
+        return await host.cancel(session_id, intent)
+    if isinstance(intent, AnswerInput):
+        return await host.answer_input(session_id, intent)
+    if isinstance(intent, RetryTurn):
+        return await host.retry_turn(session_id, intent)
+    return await host.update_session(session_id, intent)

@@ -1,0 +1,285 @@
+"""The HTTP API in-process, on SQLite and (marked `postgres`) PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import httpx
+
+from ._harness import AUTH, TOKEN, Env, park_for_input
+
+PROBLEM = "application/problem+json"
+
+
+async def _session(client: httpx.AsyncClient, title: str = "t") -> str:
+    response = await client.post("/v1/sessions", json={"title": title, "client_id": "cli_a"})
+    assert response.status_code == 201, response.text
+    session_id: str = response.json()["session_id"]
+    return session_id
+
+
+async def _message(
+    client: httpx.AsyncClient, sid: str, text: str = "hi", **extra: Any
+) -> httpx.Response:
+    body = {"content": [{"type": "text", "text": text}], "client_id": "cli_a", **extra}
+    return await client.post(f"/v1/sessions/{sid}/messages", json=body)
+
+
+async def test_message_shows_in_history_and_snapshot(env: Env) -> None:
+    async with env.client(headers=AUTH) as client:
+        sid = await _session(client, "first")
+        response = await _message(client, sid, "hello")
+        assert response.status_code == 202, response.text
+        ids = response.json()
+        history = (await client.get(f"/v1/sessions/{sid}/actions", params={"after": 0})).json()
+        types = [a["type"] for a in history["actions"]]
+        assert types == ["session.created", "turn.started", "turn.state"]
+        started = history["actions"][1]
+        assert started["turn_id"] == ids["turn_id"]
+        assert started["data"]["execution_id"] == ids["execution_id"]
+        assert started["client_id"] == "cli_a"
+        assert started["ts"].endswith("Z")
+        page = (
+            await client.get(f"/v1/sessions/{sid}/actions", params={"after": 1, "limit": 1})
+        ).json()
+        assert [a["seq"] for a in page["actions"]] == [2]
+        snap = (await client.get(f"/v1/sessions/{sid}")).json()
+        assert snap["seq"] == 3
+        assert snap["state"]["title"] == "first"
+        assert snap["state"]["turns"][0]["turn_id"] == ids["turn_id"]
+        execution = (await client.get(f"/v1/executions/{ids['execution_id']}")).json()
+        assert execution["status"] == "queued"
+        assert execution["epoch"] == 0 and execution["attempts"] == []
+        assert execution["deadline_at"] is not None
+        listed = (await client.get("/v1/sessions")).json()
+        assert [s["session_id"] for s in listed["items"]] == [sid]
+
+
+async def test_auth_is_required_and_cookie_login_works(env: Env) -> None:
+    async with env.client() as client:
+        assert (await client.get("/healthz")).status_code == 200
+        assert (await client.get("/readyz")).status_code == 200
+        for path in ("/v1/sessions", "/metrics", "/openapi.json", "/v1/nope"):
+            response = await client.get(path)
+            assert response.status_code == 401, path
+            assert response.headers["content-type"] == PROBLEM
+            assert response.json()["code"] == "unauthorized"
+        bad = await client.get("/v1/sessions", headers={"Authorization": "Bearer wrong"})
+        assert bad.status_code == 401
+        # A token in an API query string is never accepted.
+        assert (await client.get("/v1/sessions", params={"token": TOKEN})).status_code == 401
+        assert (await client.get("/login", params={"token": "wrong"})).status_code == 401
+        login = await client.get("/login", params={"token": TOKEN})
+        assert login.status_code == 303
+        cookie = login.headers["set-cookie"]
+        assert "HttpOnly" in cookie and "SameSite=strict" in cookie
+        assert TOKEN not in cookie
+        assert (await client.get("/v1/sessions")).status_code == 200
+        # State changes by cookie need our own Origin.
+        body = {"title": "x"}
+        assert (await client.post("/v1/sessions", json=body)).status_code == 403
+        evil = {"Origin": "https://evil.example"}
+        assert (await client.post("/v1/sessions", json=body, headers=evil)).status_code == 403
+        own = {"Origin": "http://testserver"}
+        assert (await client.post("/v1/sessions", json=body, headers=own)).status_code == 201
+
+
+async def test_not_found_and_validation(env: Env) -> None:
+    async with env.client(headers=AUTH) as client:
+        for path in (
+            "/v1/sessions/ses_missing",
+            "/v1/sessions/ses_missing/actions",
+            "/v1/executions/exe_missing",
+            "/v1/artifacts/art_missing",
+            "/v1/nope",
+        ):
+            response = await client.get(path)
+            assert response.status_code == 404, path
+            assert response.json()["code"] == "not_found"
+        assert (await _message(client, "ses_missing")).status_code == 404
+        sid = await _session(client)
+        missing_request = await client.post(
+            f"/v1/sessions/{sid}/input-requests/req_nope/answer", json={"option_id": "x"}
+        )
+        assert missing_request.status_code == 404
+        invalid = await client.post(f"/v1/sessions/{sid}/messages", json={"content": []})
+        assert invalid.status_code == 422
+        problem = invalid.json()
+        assert problem["code"] == "validation_error" and problem["errors"]
+        assert invalid.headers["content-type"] == PROBLEM
+        unknown_field = await client.post(f"/v1/sessions/{sid}/cancel", json={"bogus": 1})
+        assert unknown_field.status_code == 422
+        both = await client.post(
+            f"/v1/sessions/{sid}/input-requests/req_x/answer", json={"option_id": "a", "payload": 1}
+        )
+        assert both.status_code == 422
+        big = await client.post(
+            f"/v1/sessions/{sid}/messages",
+            content=b'{"content": "' + b"x" * (1 << 20) + b'"}',
+            headers={"content-type": "application/json"},
+        )
+        assert big.status_code == 413 and big.json()["code"] == "payload_too_large"
+
+
+async def test_if_busy_reject_and_interrupt(env: Env) -> None:
+    async with env.client(headers=AUTH) as client:
+        sid = await _session(client)
+        first = (await _message(client, sid, "one")).json()
+        busy = await _message(client, sid, "two", if_busy="reject")
+        assert busy.status_code == 409 and busy.json()["code"] == "session_busy"
+        queued = await _message(client, sid, "three")
+        assert queued.status_code == 202
+        interrupt = await _message(client, sid, "four", if_busy="interrupt")
+        assert interrupt.status_code == 202
+        for eid in (first["execution_id"], queued.json()["execution_id"]):
+            assert (await env.store.get_execution(eid)).cancel_requested
+        new = await env.store.get_execution(interrupt.json()["execution_id"])
+        assert not new.cancel_requested
+        cancel = await client.post(f"/v1/sessions/{sid}/cancel", json={})
+        assert cancel.status_code == 202
+
+
+async def test_idempotency_one_turn_for_twenty_concurrent_posts(env: Env) -> None:
+    async with env.client(headers=AUTH) as client:
+        sid = await _session(client)
+        headers = {"Idempotency-Key": "key-1"}
+        body = {"content": [{"type": "text", "text": "once"}], "client_id": "cli_a"}
+        responses = await asyncio.gather(
+            *(
+                client.post(f"/v1/sessions/{sid}/messages", json=body, headers=headers)
+                for _ in range(20)
+            )
+        )
+        accepted = [r for r in responses if r.status_code == 202]
+        in_flight = [r for r in responses if r.status_code == 409]
+        assert len(accepted) + len(in_flight) == 20
+        assert all(r.json()["code"] == "request_in_flight" for r in in_flight)
+        assert len({r.json()["turn_id"] for r in accepted}) == 1
+        assert len(await env.store.list_executions(sid)) == 1
+        history = await env.host.history(sid)
+        assert [a["type"] for a in history].count("turn.started") == 1
+        # A retransmission after completion replays the original answer.
+        again = await client.post(f"/v1/sessions/{sid}/messages", json=body, headers=headers)
+        assert again.status_code == 202 and again.json() == accepted[0].json()
+        other = {**body, "content": [{"type": "text", "text": "different"}]}
+        reused = await client.post(f"/v1/sessions/{sid}/messages", json=other, headers=headers)
+        assert reused.status_code == 422 and reused.json()["code"] == "idempotency_key_reused"
+
+
+async def test_fifty_concurrent_answers_one_winner(env: Env) -> None:
+    options = [
+        {"option_id": "allow", "name": "Allow", "kind": "allow_once"},
+        {"option_id": "deny", "name": "Deny", "kind": "reject_once"},
+    ]
+    async with env.client(headers=AUTH) as client:
+        sid = await _session(client)
+        ids = (await _message(client, sid)).json()
+        rid = await park_for_input(env, sid, ids["execution_id"], ids["turn_id"], options=options)
+        wrong = await client.post(
+            f"/v1/sessions/{sid}/input-requests/{rid}/answer", json={"option_id": "maybe"}
+        )
+        assert wrong.status_code == 422
+        responses = await asyncio.gather(
+            *(
+                client.post(
+                    f"/v1/sessions/{sid}/input-requests/{rid}/answer",
+                    json={"option_id": "allow" if i % 2 else "deny", "client_id": f"cli_{i}"},
+                )
+                for i in range(50)
+            )
+        )
+        codes = sorted(r.status_code for r in responses)
+        assert codes == [200] + [409] * 49
+        winner = next(r for r in responses if r.status_code == 200).json()["resolution"]
+        assert winner["answered_by"]["client_id"].startswith("cli_")
+        for loser in (r for r in responses if r.status_code == 409):
+            assert loser.json()["code"] == "input_request_resolved"
+            assert loser.json()["resolution"] == winner
+        execution = await env.store.get_execution(ids["execution_id"])
+        assert execution.status == "queued"
+        history = await env.host.history(sid)
+        resolved = [a for a in history if a["type"] == "input_request.resolved"]
+        assert len(resolved) == 1 and resolved[0]["data"]["answered_by"] == winner["answered_by"]
+        _, state = await env.host.snapshot(sid)
+        assert state["open_input_requests"] == []
+
+
+async def test_answer_checks_schema_and_late_answer_is_gone(env: Env) -> None:
+    schema = {"type": "object", "required": ["name"], "properties": {"name": {"type": "string"}}}
+    async with env.client(headers=AUTH) as client:
+        sid = await _session(client)
+        ids = (await _message(client, sid)).json()
+        rid = await park_for_input(
+            env, sid, ids["execution_id"], ids["turn_id"], response_schema=schema, expires_in=60
+        )
+        url = f"/v1/sessions/{sid}/input-requests/{rid}/answer"
+        assert (await client.post(url, json={"payload": {"name": 3}})).status_code == 422
+        assert (await client.post(url, json={"payload": {}})).status_code == 422
+        env.clock.advance(120)
+        late = await client.post(url, json={"payload": {"name": "ok"}})
+        assert late.status_code == 410 and late.json()["code"] == "gone"
+
+
+async def test_retry_creates_a_new_execution(env: Env) -> None:
+    async with env.client(headers=AUTH) as client:
+        sid = await _session(client)
+        ids = (await _message(client, sid, "again")).json()
+        url = f"/v1/sessions/{sid}/turns/{ids['turn_id']}/retry"
+        assert (await client.post(url, json={})).status_code == 409  # still active
+        claimed = await env.store.claim("sup_test", env.clock(), 15.0)
+        assert claimed is not None
+        async with env.store.fenced(ids["execution_id"], claimed.epoch) as tx:
+            tx.finish("failed", now=env.clock())
+        retried = await client.post(url, json={})
+        assert retried.status_code == 202, retried.text
+        new = await env.store.get_execution(retried.json()["execution_id"])
+        assert new.retry_of == ids["execution_id"] and new.input == [
+            {"type": "text", "text": "again"}
+        ]
+        started = [a for a in await env.host.history(sid) if a["type"] == "turn.started"][-1]
+        assert started["data"]["retry_of"] == ids["turn_id"]
+        assert started["data"]["trigger"]["kind"] == "retry"
+        missing = await client.post(f"/v1/sessions/{sid}/turns/trn_missing/retry", json={})
+        assert missing.status_code == 404
+
+
+async def test_update_session_and_metrics(env: Env) -> None:
+    async with env.client(headers=AUTH) as client:
+        sid = await _session(client)
+        response = await client.patch(f"/v1/sessions/{sid}", json={"title": "renamed"})
+        assert response.status_code == 200
+        assert (await client.get(f"/v1/sessions/{sid}")).json()["state"]["title"] == "renamed"
+        metrics = (await client.get("/metrics")).text
+        assert "nua_actions_appended_total" in metrics
+        assert "nua_subscribers" in metrics and "nua_lagging_drops_total" in metrics
+        assert "nua_claims_total" in metrics and "nua_fenced_writes_total" in metrics
+        schema = (await client.get("/openapi.json")).json()
+        assert "/v1/sessions/{session_id}/messages" in schema["paths"]
+
+
+async def test_artifact_metadata_and_content(env: Env) -> None:
+    from opennua.store import Artifact
+
+    async with env.client(headers=AUTH) as client:
+        sid = await _session(client)
+        data = b"hello artifact"
+        ref = await env.store.blobs.put(data)
+        await env.store.put_artifact(
+            Artifact(
+                artifact_id="art_1",
+                session_id=sid,
+                name="hello.txt",
+                media_type="text/plain",
+                size=ref.size,
+                sha256=ref.sha256,
+                created_at=env.clock(),
+            )
+        )
+        meta = (await client.get("/v1/artifacts/art_1")).json()
+        assert meta["sha256"] == ref.sha256 and meta["size"] == len(data)
+        content = await client.get("/v1/artifacts/art_1/content")
+        assert content.status_code == 200 and content.content == data
+        env.store.blobs.path(ref.sha256).write_bytes(b"tampered")
+        corrupted = await client.get("/v1/artifacts/art_1/content")
+        assert corrupted.status_code == 500 and corrupted.json()["code"] == "blob_corrupted"
