@@ -1,0 +1,3 @@
+from opennua.cli import main
+
+main()

@@ -1,0 +1,45 @@
+"""`nua serve`: the embedded server (or one role of a scaled-out deployment)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from opennua.server._serve import DEFAULT_PORT, ServeConfig, serve
+
+
+def default_data_dir() -> Path:
+    return Path(os.environ.get("NUA_DATA", Path.home() / ".nua"))
+
+
+def serve_command(
+    role: Annotated[str, typer.Option(help="all | host | supervisor")] = "all",
+    db: Annotated[
+        str | None, typer.Option(help="sqlite:///PATH or postgresql://… (default: DATA/nua.db)")
+    ] = None,
+    data: Annotated[Path | None, typer.Option(help="Data directory (default ~/.nua)")] = None,
+    host: Annotated[str, typer.Option(help="Interface to listen on")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on")] = DEFAULT_PORT,
+    model: Annotated[
+        str | None, typer.Option(help="provider:model (default NUA_MODEL or scripted:demo)")
+    ] = None,
+    lease_ttl: Annotated[float, typer.Option(help="Execution lease TTL in seconds")] = 15.0,
+) -> None:
+    """Run the host, the supervisor and the web UI (embedded SQLite by default)."""
+    if role not in ("all", "host", "supervisor"):
+        typer.echo(f"error: --role must be all, host or supervisor, not {role!r}", err=True)
+        raise typer.Exit(2)
+    config = ServeConfig(
+        data_dir=data or default_data_dir(),
+        db=db,
+        role=role,  # type: ignore[arg-type]
+        host=host,
+        port=port,
+        model=model,
+        lease_ttl=lease_ttl,
+    )
+    asyncio.run(serve(config))

@@ -1,0 +1,126 @@
+"""The composition root of `nua serve`: store, hub, host, supervisor and HTTP in one place.
+
+Roles: `all` (embedded default: everything in one process), `host` (HTTP + fan-out, no
+execution) and `supervisor` (executions only). Many processes of either role share one
+PostgreSQL; any host serves any session and supervisors share the queue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import secrets
+import signal
+import socket
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import uvicorn
+
+from opennua.host import SessionHost
+from opennua.host.hub import Hub
+from opennua.runtime import default_agent
+from opennua.server._app import create_app
+from opennua.server._metrics import Metrics
+from opennua.store import open_store
+from opennua.supervisor import Supervisor
+
+Role = Literal["all", "host", "supervisor"]
+DEFAULT_PORT = 7421
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    data_dir: Path
+    db: str | None = None
+    role: Role = "all"
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    model: str | None = None
+    lease_ttl: float = 15.0
+    deadline_seconds: float = 3600.0
+
+    @property
+    def db_url(self) -> str:
+        return self.db or f"sqlite:///{self.data_dir.resolve()}/nua.db"
+
+
+def owner_token(data_dir: Path) -> str:
+    """The local owner token, created once with mode 0600 (the CLI reads it from here)."""
+    path = data_dir / "token"
+    if path.exists():
+        return path.read_text(encoding="utf-8").strip()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    token = secrets.token_urlsafe(32)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(token + "\n")
+    return token
+
+
+async def serve(config: ServeConfig) -> None:
+    """Run until SIGTERM/SIGINT; then stop claiming, release leases and close the store."""
+    config.data_dir.mkdir(parents=True, exist_ok=True)
+    token = owner_token(config.data_dir)
+    agent = default_agent(config.model)
+    store = await open_store(config.db_url, data_dir=config.data_dir)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    supervisor_id = f"sup_{socket.gethostname()}_{os.getpid()}_{secrets.token_hex(3)}"
+    async with store:
+        supervisor = None
+        tasks: list[asyncio.Task[None]] = []
+        if config.role in ("all", "supervisor"):
+            supervisor = Supervisor(
+                store,
+                agent,
+                supervisor_id=supervisor_id,
+                data_dir=config.data_dir,
+                ttl=config.lease_ttl,
+            )
+            tasks.append(asyncio.create_task(supervisor.run()))
+        server = None
+        if config.role in ("all", "host"):
+            hub = Hub(store.read)
+            nudge = supervisor.nudge if supervisor is not None else None
+            host = SessionHost(
+                store,
+                hub,
+                clock=time.time,
+                agent_digest=agent.digest,
+                deadline_seconds=config.deadline_seconds,
+                on_append=(lambda _count: nudge()) if nudge else None,
+            )
+            app = create_app(host, store, hub, token=token, metrics=Metrics())
+            server = uvicorn.Server(
+                uvicorn.Config(
+                    app, host=config.host, port=config.port, log_level="warning", lifespan="on"
+                )
+            )
+            tasks.append(asyncio.create_task(server.serve()))
+        _announce(config, agent.model, supervisor_id)
+        await stop.wait()
+        if supervisor is not None:
+            await supervisor.shutdown()
+        if server is not None:
+            server.should_exit = True
+        for task in tasks:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(task, 10)
+
+
+def _announce(config: ServeConfig, model: str, supervisor_id: str) -> None:
+    lines = [f"opennua {config.role} · model {model} · store {config.db_url}"]
+    if config.role in ("all", "host"):
+        url = f"http://{config.host}:{config.port}"
+        lines.append(f"listening on {url}")
+        lines.append(f"owner token: {config.data_dir / 'token'} (login: {url}/login?token=<token>)")
+    if config.role in ("all", "supervisor"):
+        lines.append(f"supervisor {supervisor_id}")
+    print("\n".join(lines), flush=True, file=sys.stdout)
