@@ -1,0 +1,165 @@
+"""SSE and WebSocket against a real uvicorn on loopback (SQLite; the logic is backend-free)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed
+
+from opennua.protocol import action_from_dict, replay, state_to_json
+
+from ._harness import AUTH, Env, environment, serving
+
+
+@pytest.fixture
+async def small_env(tmp_path: Path) -> Any:
+    # Small bounds so a slow subscriber overflows quickly.
+    async with environment(
+        f"sqlite:///{tmp_path}/nua.db", tmp_path, max_actions=50, max_bytes=64 * 1024
+    ) as e:
+        yield e
+
+
+async def _sse_events(response: httpx.Response, count: int) -> list[dict[str, str]]:
+    events: list[dict[str, str]] = []
+    current: dict[str, str] = {}
+    async for line in response.aiter_lines():
+        if line == "":
+            if "event" in current:
+                events.append(current)
+                if len(events) == count:
+                    return events
+            current = {}
+        elif not line.startswith(":"):
+            name, _, value = line.partition(": ")
+            current[name] = value
+    return events
+
+
+def _client(base: str) -> httpx.AsyncClient:
+    return httpx.AsyncClient(base_url=f"http://{base}", headers=AUTH, timeout=10)
+
+
+async def _setup(client: httpx.AsyncClient) -> str:
+    sid = (await client.post("/v1/sessions", json={"title": "s"})).json()["session_id"]
+    for text in ("one", "two"):
+        body = {"content": [{"type": "text", "text": text}]}
+        assert (await client.post(f"/v1/sessions/{sid}/messages", json=body)).status_code == 202
+    return sid
+
+
+async def test_sse_streams_and_resumes_from_last_event_id(env: Env) -> None:
+    async with serving(env.app) as base, _client(base) as client:
+        sid = await _setup(client)
+        async with client.stream("GET", f"/v1/sessions/{sid}/events?after=0") as response:
+            assert response.headers["content-type"].startswith("text/event-stream")
+            events = await asyncio.wait_for(_sse_events(response, 5), 10)
+        assert [e["id"] for e in events] == ["1", "2", "3", "4", "5"]
+        assert all(e["event"] == "action" for e in events)
+        assert json.loads(events[1]["data"])["type"] == "turn.started"
+        resume = {"Last-Event-ID": "3"}
+        async with client.stream("GET", f"/v1/sessions/{sid}/events", headers=resume) as r:
+            first = await asyncio.wait_for(_sse_events(r, 2), 10)
+        assert [e["id"] for e in first] == ["4", "5"]
+        # Live: an action appended after subscribing arrives too.
+        async with client.stream("GET", f"/v1/sessions/{sid}/events?after=5") as r:
+            body = {"content": [{"type": "text", "text": "three"}]}
+            await client.post(f"/v1/sessions/{sid}/messages", json=body)
+            live = await asyncio.wait_for(_sse_events(r, 1), 10)
+        assert live[0]["id"] == "6"
+        missing = await client.get("/v1/sessions/ses_missing/events")
+        assert missing.status_code == 404
+
+
+async def test_websocket_actions_out_intents_in(env: Env) -> None:
+    async with serving(env.app) as base, _client(base) as client:
+        sid = await _setup(client)
+        url = f"ws://{base}/v1/sessions/{sid}/ws?after=3&client_id=cli_ws"
+        async with connect(url, additional_headers=AUTH) as ws:
+            seqs = []
+            while len(seqs) < 2:
+                frame = json.loads(await asyncio.wait_for(ws.recv(), 10))
+                if frame["type"] == "action":
+                    seqs.append(frame["action"]["seq"])
+            assert seqs == [4, 5]
+            intent = {
+                "type": "send_message",
+                "intent_id": "int_ws_1",
+                "content": [{"type": "text", "text": "over ws"}],
+            }
+            await ws.send(json.dumps(intent))
+            result, actions = None, []
+            while result is None or len(actions) < 2:
+                frame = json.loads(await asyncio.wait_for(ws.recv(), 10))
+                if frame["type"] == "result":
+                    result = frame["result"]
+                elif frame["type"] == "action":
+                    actions.append(frame["action"])
+            assert result["type"] == "accepted" and result["intent_id"] == "int_ws_1"
+            assert actions[0]["intent_id"] == "int_ws_1"
+            assert actions[0]["client_id"] == "cli_ws"
+            await ws.send(json.dumps({"type": "send_message"}))
+            while (frame := json.loads(await ws.recv()))["type"] != "error":
+                pass
+            assert frame["code"] == "validation_error"
+        with pytest.raises(Exception):  # noqa: B017 - the handshake is refused
+            async with connect(f"ws://{base}/v1/sessions/{sid}/ws"):
+                pass
+
+
+async def test_slow_websocket_subscriber_gets_resync_and_stays_bounded(small_env: Env) -> None:
+    env = small_env
+    async with serving(env.app) as base, _client(base) as client:
+        sid = await _setup(client)
+        url = f"ws://{base}/v1/sessions/{sid}/ws?after=0"
+        async with connect(url, additional_headers=AUTH, max_queue=1, ping_interval=None) as ws:
+            await asyncio.sleep(0.2)
+            # The "agent" appends 4,000 actions of ~2 KiB while the client reads nothing.
+            filler = "x" * 2048
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+            for batch in range(40):
+                actions = [
+                    {
+                        "v": 1,
+                        "session_id": sid,
+                        "id": f"act_fill_{batch}_{i}",
+                        "type": "test.filler",
+                        "ts": "2027-01-15T08:00:00.000Z",
+                        "data": {"blob": filler},
+                    }
+                    for i in range(100)
+                ]
+                await env.store.append(sid, actions)
+                await env.hub.notify(sid)
+            assert loop.time() - started < 30  # the writer never waited on the reader
+            assert env.hub.stats.resyncs >= 1
+            assert env.hub.subscriber_count == 0  # the laggard was dropped, not buffered
+            frames: list[dict[str, Any]] = []
+            with pytest.raises(ConnectionClosed) as closed:
+                while True:
+                    frames.append(json.loads(await asyncio.wait_for(ws.recv(), 10)))
+            assert closed.value.rcvd is not None and closed.value.rcvd.code == 4000
+        assert frames[-1]["type"] == "resync"
+        # Converge: snapshot equals a replay of the whole log.
+        snap = (await client.get(f"/v1/sessions/{sid}")).json()
+        history: list[dict[str, Any]] = []
+        while True:
+            page = (
+                await client.get(
+                    f"/v1/sessions/{sid}/actions",
+                    params={"after": len(history), "limit": 1000},
+                )
+            ).json()
+            history += page["actions"]
+            if not page["more"]:
+                break
+        assert snap["seq"] == len(history) == 4005
+        replayed = replay(action_from_dict(a) for a in history)
+        assert state_to_json(snap["state"]) == state_to_json(replayed)
