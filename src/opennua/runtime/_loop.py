@@ -384,7 +384,12 @@ class AgentLoop(CallsMixin):
             self._event(
                 f"{key}/usage",
                 rid,
-                pa.UsageRecorded(provider=self.model.system, model=self.model.model_name, **usage),
+                pa.UsageRecorded(
+                    provider=self.model.system,
+                    # The model the provider says it served (a dated snapshot, for pricing).
+                    model=response.model_name or self.model.model_name,
+                    **usage,
+                ),
             )
         )
         calls = []

@@ -1,0 +1,132 @@
+"""Limits, cooperative cancellation, and checkpoint growth."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+from pathlib import Path
+
+from opennua.runtime import (
+    Completed,
+    InMemoryJournal,
+    Limits,
+    ScriptedModel,
+    ScriptStep,
+    Stopped,
+    ToolContext,
+    call,
+    default_agent,
+    tool,
+)
+from opennua.runtime._builtins import BUILTIN_TOOLS
+from tests.runtime.helpers import drive, make_loop
+
+
+def _forever() -> ScriptedModel:
+    return ScriptedModel(lambda m: ScriptStep(calls=(call("list_files"),)))
+
+
+async def test_max_steps_ends_consistently(tmp_path: Path) -> None:
+    agent = default_agent("scripted:test")
+    outcome, journal, _ = await drive(
+        lambda j: make_loop(agent, j, tmp_path, _forever(), limits=Limits(max_steps=3)),
+        InMemoryJournal(),
+        "x",
+    )
+    assert isinstance(outcome, Stopped) and outcome.stop_reason == "max_steps"
+    started = [e for e in journal.log if e.type == "message.started"]
+    completed = [e for e in journal.log if e.type == "message.completed"]
+    assert len(started) == len(completed) == 3  # no message left open
+
+
+async def test_max_tokens(tmp_path: Path) -> None:
+    agent = default_agent("scripted:test")
+    outcome, _, _ = await drive(
+        lambda j: make_loop(agent, j, tmp_path, _forever(), limits=Limits(max_tokens=300)),
+        InMemoryJournal(),
+        "x",
+    )
+    assert isinstance(outcome, Stopped) and outcome.stop_reason == "failed"
+    assert outcome.error is not None and outcome.error.code == "max_tokens"
+
+
+async def test_cancel_kills_the_tool_subprocess_and_ends_consistently(tmp_path: Path) -> None:
+    agent = dataclasses.replace(
+        default_agent("scripted:test"),
+        tools=tuple(
+            dataclasses.replace(t, requires_approval=False) if t.name == "shell" else t
+            for t in BUILTIN_TOOLS
+        ),
+    )
+    model = ScriptedModel(
+        [ScriptStep(calls=(call("shell", command="echo $$ > pid; sleep 30; touch finished"),))]
+    )
+    cancel = asyncio.Event()
+    journal = InMemoryJournal()
+    loop = make_loop(agent, journal, tmp_path, model)
+    task = asyncio.create_task(loop.run("x", cancel=cancel))
+    for _ in range(200):
+        if (tmp_path / "pid").exists() and (tmp_path / "pid").read_text().strip():
+            break
+        await asyncio.sleep(0.01)
+    cancel.set()
+    outcome = await asyncio.wait_for(task, 5)
+    assert isinstance(outcome, Stopped) and outcome.stop_reason == "cancelled"
+    pid = int((tmp_path / "pid").read_text())
+    await asyncio.sleep(0.05)
+    try:
+        os.kill(pid, 0)
+        alive = True
+    except ProcessLookupError:
+        alive = False
+    assert not alive and not (tmp_path / "finished").exists()
+    last = [e.data for e in journal.log if e.type == "tool_call.updated"][-1]
+    assert last.status == "cancelled"  # type: ignore[attr-defined]
+    assert list(journal.ledger.values()) == ["unknown"]  # it may have had partial effects
+    assert all(r.status == "cancelled" for r in loop.state.runs.values())
+
+
+async def test_checkpoint_steps_grow_linearly_with_compaction(tmp_path: Path) -> None:
+    @tool("emit", idempotent=True)
+    def emit(ctx: ToolContext, i: int) -> str:
+        return f"payload {i} " + "p" * 300
+
+    agent = dataclasses.replace(default_agent("scripted:test"), tools=(emit,))
+
+    def script(messages: list) -> ScriptStep:  # type: ignore[type-arg]
+        n = sum(1 for m in messages if m.kind == "response")
+        return ScriptStep(calls=(call("emit", i=n),))
+
+    sizes = {}
+    for steps in (100, 400):
+        journal = InMemoryJournal()
+        limits = Limits(max_steps=steps, compact_min_bytes=16 * 1024)
+        outcome, journal, _ = await drive(
+            lambda j, limits=limits: make_loop(
+                agent, j, tmp_path, ScriptedModel(script), limits=limits
+            ),
+            journal,
+            "x",
+        )
+        assert isinstance(outcome, Stopped) and outcome.stop_reason == "max_steps"
+        payload_bytes = journal._d.bytes_written
+        sizes[steps] = (journal.stored_bytes, payload_bytes, journal.commits)
+        # Resume from the compacted checkpoint rebuilds the same history.
+        loop = make_loop(agent, journal.restarted(), tmp_path, ScriptedModel(script), limits=limits)
+        await loop._open(None)
+        root = loop.state.runs[journal.log[0].run_id]
+        assert root.step == steps
+    (s100, w100, _), (s400, w400, c400) = sizes[100], sizes[400]
+    assert c400 <= 2 * 400 + 2  # one commit per model response and one per tool result
+    # Stored and written bytes grow linearly (x4 steps → about x4 bytes, not x16).
+    assert s400 < 5 * s100 and w400 < 6 * w100, sizes
+
+
+async def test_completed_usage_is_rolled_up(tmp_path: Path) -> None:
+    agent = default_agent("scripted:test")
+    model = ScriptedModel([ScriptStep(text="hi")])
+    outcome, _, _ = await drive(
+        lambda j: make_loop(agent, j, tmp_path, model), InMemoryJournal(), "x"
+    )
+    assert isinstance(outcome, Completed) and outcome.usage["input_tokens"] > 0
