@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,7 +108,8 @@ async def park_for_input(
     store, now = env.store, env.clock()
     claimed = await store.claim("sup_test", now, 15.0)
     assert claimed is not None and claimed.execution.execution_id == execution_id
-    request_id = new_id("request", ms=int(now * 1000), entropy=b"\x07" * 10)
+    entropy = hashlib.sha256(execution_id.encode()).digest()[:10]
+    request_id = new_id("request", ms=int(now * 1000), entropy=entropy)
     opened: dict[str, Any] = {
         "request_id": request_id,
         "reason": "tool_call" if options else "input_required",

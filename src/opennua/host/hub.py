@@ -152,21 +152,33 @@ class Hub:
     @contextlib.asynccontextmanager
     async def subscribe(self, session_id: str, after: int) -> AsyncIterator[Subscription]:
         """Frames after `after` (exclusive): history first, then live, in seq order."""
-        channel = self._channels.get(session_id)
-        if channel is None:
-            channel = _Channel(frontier=after, ring=deque(maxlen=self._ring_size))
-            self._channels[session_id] = channel
-            await self._pull(session_id, channel)
-        async with channel.lock:
-            # Registered under the lock: everything up to `frontier` is history, everything
-            # after it reaches the queue; nothing falls between the two.
-            frontier = max(channel.frontier, after)
-            subscriber = Subscriber(session_id, self._max_actions, self._max_bytes, frontier)
-            channel.subscribers.add(subscriber)
+        while True:
+            channel = self._channels.get(session_id)
+            if channel is None:
+                channel = _Channel(frontier=after, ring=deque(maxlen=self._ring_size))
+                self._channels[session_id] = channel
+                await self._pull(session_id, channel)
+            async with channel.lock:
+                if self._channels.get(session_id) is not channel:
+                    continue  # retired while we waited: join the live one
+                # Registered under the lock: everything up to `frontier` is history,
+                # everything after it reaches the queue; nothing falls between the two.
+                frontier = max(channel.frontier, after)
+                subscriber = Subscriber(session_id, self._max_actions, self._max_bytes, frontier)
+                channel.subscribers.add(subscriber)
+                break
         try:
             yield Subscription(subscriber, after, frontier, self._history(channel), self.stats)
         finally:
             channel.subscribers.discard(subscriber)
+            # A channel nobody listens to is retired, or a long-running host would keep a
+            # ring for every session it ever served.
+            if (
+                not channel.subscribers
+                and not channel.lock.locked()
+                and self._channels.get(session_id) is channel
+            ):
+                del self._channels[session_id]
 
 
 class Subscription:

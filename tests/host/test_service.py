@@ -1,0 +1,174 @@
+"""The Host's intent service directly (no HTTP): idempotency, arbitration, snapshots."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from opennua.host import CreateSession, SessionHost
+from opennua.protocol import (
+    AnswerInput,
+    Cancel,
+    RetryTurn,
+    SendMessage,
+    action_from_dict,
+    action_id,
+    replay,
+    state_to_json,
+)
+from opennua.protocol.actions import TextPart
+from tests.server._harness import Env, environment, park_for_input
+
+
+@pytest.fixture
+async def env(tmp_path: Path) -> AsyncIterator[Env]:
+    async with environment(f"sqlite:///{tmp_path}/nua.db", tmp_path) as e:
+        yield e
+
+
+def _msg(key: str, text: str = "hi", **extra: Any) -> SendMessage:
+    return SendMessage(intent_id=key, client_id="cli_a", content=[TextPart(text=text)], **extra)
+
+
+async def _session(host: SessionHost, key: str = "int_s") -> str:
+    result = await host.create_session(CreateSession(intent_id=key, client_id="cli_a", title="t"))
+    assert result.type == "accepted"
+    return result.ids["session_id"]
+
+
+async def test_create_session_is_idempotent(env: Env) -> None:
+    first = await _session(env.host)
+    assert await _session(env.host) == first
+    assert len((await env.store.list_sessions()).items) == 1
+    other = CreateSession(intent_id="int_s", client_id="cli_a", title="other")
+    reused = await env.host.create_session(other)
+    assert reused.type == "rejected" and reused.code == "idempotency_key_reused"
+
+
+async def test_accepted_message_is_one_unit_with_deterministic_ids(env: Env) -> None:
+    sid = await _session(env.host)
+    result = await env.host.send_message(sid, _msg("int_m"))
+    assert result.type == "accepted"
+    started, queued = (await env.host.history(sid, after=1))[:2]
+    assert started["id"] == action_id(f"host:{sid}", "int_m/turn.started")
+    assert started["ts"] == "2027-01-15T08:00:00.000Z"
+    assert queued["data"] == {"state": "queued"}
+    execution = await env.store.get_execution(result.ids["execution_id"])
+    assert execution.snapshot_digest.startswith("sha256:")
+    assert execution.deadline_at == env.clock() + 3600
+    assert execution.trigger["kind"] == "message" and execution.trigger["client_id"] == "cli_a"
+    # Replaying the intent returns the stored result and appends nothing.
+    assert await env.host.send_message(sid, _msg("int_m")) == result
+    assert len(await env.host.history(sid)) == 3
+
+
+async def test_rejections_are_not_stored_so_the_key_can_be_retried(env: Env) -> None:
+    sid = await _session(env.host)
+    first = await env.host.send_message(sid, _msg("int_1"))
+    busy = await env.host.send_message(sid, _msg("int_2", if_busy="reject"))
+    assert busy.type == "rejected" and busy.code == "session_busy"
+    await env.host.cancel(sid, Cancel(intent_id="int_c", client_id="cli_a"))
+    claimed = await env.store.claim("sup", env.clock(), 15)
+    assert claimed is not None
+    async with env.store.fenced(first.ids["execution_id"], claimed.epoch) as tx:
+        tx.finish("cancelled", now=env.clock())
+    again = await env.host.send_message(sid, _msg("int_2", if_busy="reject"))
+    assert again.type == "accepted"
+
+
+async def test_a_failure_before_commit_releases_the_key(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sid = await _session(env.host)
+    real = env.store.transaction
+
+    def broken() -> Any:
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(env.store, "transaction", broken)
+    with pytest.raises(RuntimeError):
+        await env.host.send_message(sid, _msg("int_x"))
+    monkeypatch.setattr(env.store, "transaction", real)
+    assert (await env.host.send_message(sid, _msg("int_x"))).type == "accepted"
+
+
+async def test_cancel_unknown_or_idle(env: Env) -> None:
+    sid = await _session(env.host)
+    idle = await env.host.cancel(sid, Cancel(intent_id="int_c1", client_id="cli_a"))
+    assert idle.type == "rejected" and idle.code == "turn_not_active"
+    missing = await env.host.cancel(sid, Cancel(intent_id="int_c2", client_id="c", turn_id="trn_x"))
+    assert missing.type == "rejected" and missing.code == "not_found"
+    nowhere = await env.host.send_message("ses_nowhere", _msg("int_n"))
+    assert nowhere.type == "rejected" and nowhere.code == "not_found"
+
+
+async def test_answer_after_cancel_is_gone_and_conflict_is_replayed(env: Env) -> None:
+    options = [{"option_id": "ok", "name": "OK", "kind": "allow_once"}]
+    sid = await _session(env.host)
+    first = await env.host.send_message(sid, _msg("int_1"))
+    eid, tid = first.ids["execution_id"], first.ids["turn_id"]
+    rid = await park_for_input(env, sid, eid, tid, options=options)
+    win = await env.host.answer_input(
+        sid, AnswerInput(intent_id="int_a1", client_id="cli_a", request_id=rid, option_id="ok")
+    )
+    assert win.type == "accepted"
+    lose = AnswerInput(intent_id="int_a2", client_id="cli_b", request_id=rid, option_id="ok")
+    lost = await env.host.answer_input(sid, lose)
+    assert lost.type == "conflict" and lost.resolution["answered_by"]["client_id"] == "cli_a"
+    assert await env.host.answer_input(sid, lose) == lost
+
+    second = await env.host.send_message(sid, _msg("int_2"))
+    # Finish the first execution so the second can be claimed and parked.
+    claimed = await env.store.claim("sup", env.clock(), 15)
+    assert claimed is not None and claimed.execution.execution_id == eid
+    async with env.store.fenced(eid, claimed.epoch) as tx:
+        tx.finish("completed", now=env.clock())
+    rid2 = await park_for_input(
+        env, sid, second.ids["execution_id"], second.ids["turn_id"], options=options
+    )
+    await env.host.cancel(sid, Cancel(intent_id="int_c", client_id="cli_a"))
+    late = AnswerInput(intent_id="int_a3", client_id="cli_a", request_id=rid2, option_id="ok")
+    gone = await env.host.answer_input(sid, late)
+    assert gone.type == "rejected" and gone.code == "gone"
+    elsewhere = await _session(env.host, "int_s2")
+    foreign = AnswerInput(intent_id="int_a4", client_id="c", request_id=rid2, option_id="ok")
+    wrong = await env.host.answer_input(elsewhere, foreign)
+    assert wrong.type == "rejected" and wrong.code == "not_found"
+
+
+async def test_retry_of_unknown_turn(env: Env) -> None:
+    sid = await _session(env.host)
+    result = await env.host.retry_turn(sid, RetryTurn(intent_id="r", client_id="c", turn_id="t"))
+    assert result.type == "rejected" and result.code == "not_found"
+
+
+async def test_snapshot_is_stored_every_500_actions_and_equals_replay(env: Env) -> None:
+    sid = await _session(env.host)
+    filler = [
+        {
+            "v": 1,
+            "session_id": sid,
+            "id": f"act_fill_{i}",
+            "type": "test.filler",
+            "ts": "2027-01-15T08:00:00.000Z",
+            "data": {},
+        }
+        for i in range(600)
+    ]
+    await env.store.append(sid, filler)
+    seq, state = await env.host.snapshot(sid)
+    assert seq == 601
+    stored = await env.store.get_snapshot(sid)
+    assert stored is not None and stored.seq == 601
+    await env.host.send_message(sid, _msg("int_m"))
+    seq, state = await env.host.snapshot(sid)
+    assert seq == 603
+    assert (await env.store.get_snapshot(sid)).seq == 601  # not yet: no turn ended
+    # A fresh host (no cache) starts from the stored snapshot and reduces the tail.
+    fresh = SessionHost(env.store, env.hub, clock=env.clock, agent_digest="d")
+    _, cold = await fresh.snapshot(sid)
+    everything = [action_from_dict(a) for a in await env.store.read(sid, 0, 10_000)]
+    assert state_to_json(cold) == state_to_json(state) == state_to_json(replay(everything))
