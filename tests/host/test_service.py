@@ -130,6 +130,9 @@ async def test_answer_after_cancel_is_gone_and_conflict_is_replayed(env: Env) ->
         env, sid, second.ids["execution_id"], second.ids["turn_id"], options=options
     )
     await env.host.cancel(sid, Cancel(intent_id="int_c", client_id="cli_a"))
+    assert (await env.store.get_input_request(rid2)).status == "cancelled"
+    _, state = await env.host.snapshot(sid)
+    assert state["open_input_requests"] == []
     late = AnswerInput(intent_id="int_a3", client_id="cli_a", request_id=rid2, option_id="ok")
     gone = await env.host.answer_input(sid, late)
     assert gone.type == "rejected" and gone.code == "gone"

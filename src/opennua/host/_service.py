@@ -220,6 +220,7 @@ class SessionHost:
                 for execution in active:
                     tx.request_cancel(execution.execution_id)
                 tx.complete_idempotency(*_key(session_id, intent), _dump(result))
+            await self._close_requests(session_id, intent, active)
             return result, True
 
         return await self._idempotent(session_id, intent, body)
@@ -417,6 +418,42 @@ class SessionHost:
             tx.complete_idempotency(*_key(session_id, intent), _dump(result))
         await self._committed(session_id, 2)
         return result
+
+    async def _close_requests(
+        self, session_id: str, intent: Cancel, executions: list[Execution]
+    ) -> None:
+        """Close the cancelled turns' open input requests (the Host owns them), so no
+        client keeps offering an answer nobody will resume with."""
+        appended = 0
+        for execution in executions:
+            if execution.status != "waiting_input":
+                continue
+            requests = await self.store.list_input_requests(
+                session_id, execution_id=execution.execution_id, status="open"
+            )
+            for request in requests:
+                closed = self._action(
+                    session_id,
+                    intent,
+                    f"cancelled/{request.request_id}",
+                    "input_request.resolved",
+                    {
+                        "request_id": request.request_id,
+                        "outcome": "cancelled",
+                        "answered_by": {
+                            "client_id": intent.client_id,
+                            "principal_id": self._principal_id,
+                        },
+                    },
+                    turn_id=request.turn_id,
+                )
+                # False when an answer won the race: then that answer's action stands.
+                if await self.store.cancel_input(
+                    request.request_id, self._clock(), actions=[closed]
+                ):
+                    appended += 1
+        if appended:
+            await self._committed(session_id, appended)
 
     async def _active(self, session_id: str) -> list[Execution]:
         await self.store.get_session(session_id)
