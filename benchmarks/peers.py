@@ -1,0 +1,241 @@
+"""Durable steps: ours vs LangGraph (SqliteSaver / PostgresSaver) vs DBOS (@DBOS.step).
+
+A step persists a unique 300-byte payload durably. For us a step is one tool call that
+returns the payload, recorded with its checkpoint step and its actions in one fenced store
+transaction; the model asks for the calls in batches, so the next call's ledger `started`
+rides in the transaction that records the previous result (one commit per step). Reported
+for an idempotent tool and a side-effecting one. Prints steps/s and bytes stored per step.
+
+    pip install -e '.[bench]'
+    python benchmarks/peers.py [--steps 2000] [--pg postgresql://postgres@127.0.0.1:5432/postgres]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import os
+import secrets
+import sqlite3
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, TypedDict
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks._durable import claimed_journal
+
+from opennua.runtime import (
+    AgentLoop,
+    DerivedIds,
+    Limits,
+    RunEnv,
+    ScriptedModel,
+    ScriptStep,
+    ToolContext,
+    call,
+    default_agent,
+    tool,
+)
+
+PAYLOAD = 300
+BATCH = 50  # tool calls per model response
+
+
+def payload(i: int) -> str:
+    return (f"{i:08d}" + secrets.token_hex(PAYLOAD))[:PAYLOAD]
+
+
+async def ours(url: str, steps: int, idempotent: bool, data_dir: str | None) -> tuple[float, int]:
+    @tool("emit", idempotent=idempotent)
+    def emit(ctx: ToolContext, i: int) -> str:
+        return payload(i)
+
+    def step(messages: list[Any]) -> ScriptStep:
+        done = sum(
+            len([p for p in m.parts if p.part_kind == "tool-call"])
+            for m in messages
+            if m.kind == "response"
+        )
+        if done >= steps:
+            return ScriptStep(text="done")
+        n = min(BATCH, steps - done)
+        return ScriptStep(calls=tuple(call("emit", i=done + k) for k in range(n)))
+
+    agent = dataclasses.replace(default_agent("scripted:bench"), tools=(emit,))
+    store, journal, _ = await claimed_journal(url, data_dir)
+    try:
+        env = RunEnv(
+            execution_id="exe_bench",
+            root_run_id="run_01JD0000000000000000000000",
+            workspace=Path(data_dir or "."),
+            ids=DerivedIds("bench", ms=1_764_403_200_000),
+        )
+        loop = AgentLoop(
+            agent, journal, env, model=ScriptedModel(step), limits=Limits(max_steps=steps)
+        )
+        t0 = time.perf_counter()
+        outcome = await loop.run("go")
+        elapsed = time.perf_counter() - t0
+        assert type(outcome).__name__ == "Completed", outcome
+    finally:
+        await store.close()
+    return steps / elapsed, await _size(url, data_dir)
+
+
+async def _size(url: str, data_dir: str | None) -> int:
+    if url.startswith("sqlite"):
+        path = url.removeprefix("sqlite:///")
+        db = sqlite3.connect(path)
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        db.close()
+        return _fsize(path)
+    import psycopg
+
+    async with await psycopg.AsyncConnection.connect(url) as conn:
+        cur = await conn.execute("SELECT pg_database_size(current_database())")
+        row = await cur.fetchone()
+        return int(row[0]) if row else 0
+
+
+class State(TypedDict):
+    i: int
+    data: str
+
+
+def langgraph_run(saver: Any, steps: int) -> float:
+    from langgraph.graph import END, START, StateGraph
+
+    def node(state: State) -> State:
+        return {"i": state["i"] + 1, "data": payload(state["i"])}
+
+    def route(state: State) -> str:
+        return END if state["i"] >= steps else "node"
+
+    graph = StateGraph(State)
+    graph.add_node("node", node)
+    graph.add_edge(START, "node")
+    graph.add_conditional_edges("node", route)
+    app = graph.compile(checkpointer=saver)
+    t0 = time.perf_counter()
+    app.invoke(
+        {"i": 0, "data": ""}, {"configurable": {"thread_id": "t"}, "recursion_limit": steps + 10}
+    )
+    return steps / (time.perf_counter() - t0)
+
+
+def dbos_run(url: str, steps: int) -> float:
+    from dbos import DBOS
+
+    DBOS(config={"name": "bench", "system_database_url": url})
+
+    @DBOS.step()
+    def step(i: int) -> str:
+        return payload(i)
+
+    @DBOS.workflow()
+    def flow() -> int:
+        for i in range(steps):
+            step(i)
+        return steps
+
+    DBOS.launch()
+    t0 = time.perf_counter()
+    flow()
+    rate = steps / (time.perf_counter() - t0)
+    DBOS.destroy()
+    return rate
+
+
+def _fsize(path: str) -> int:
+    return os.path.getsize(path)
+
+
+def _pg_db(admin: str) -> str:
+    import psycopg
+
+    name = f"nua_bench_{secrets.token_hex(4)}"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return admin.rsplit("/", 1)[0] + "/" + name
+
+
+def _row(name: str, rate: float, size: int | None, steps: int) -> None:
+    per = (
+        f"{size / steps:8.0f} B/step ({size / steps - PAYLOAD:6.0f} beyond payload)" if size else ""
+    )
+    print(f"  {name:34s} {rate:8.0f} steps/s  {per}")
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=2000)
+    parser.add_argument(
+        "--pg",
+        default=os.environ.get("NUA_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres"),
+    )
+    parser.add_argument("--no-peers", action="store_true")
+    args = parser.parse_args()
+    n = args.steps
+    with tempfile.TemporaryDirectory() as tmp:
+        print(f"SQLite, {n} durable steps of {PAYLOAD} B")
+        for idem in (True, False):
+            url = f"sqlite:///{tmp}/ours_{idem}.db"
+            rate, size = await ours(url, n, idem, tmp)
+            _row(f"opennua ({'idempotent' if idem else 'side-effecting'} tool)", rate, size, n)
+        if not args.no_peers:
+            try:
+                from langgraph.checkpoint.sqlite import SqliteSaver
+
+                path = f"{tmp}/lg.db"
+                with SqliteSaver.from_conn_string(path) as saver:
+                    rate = langgraph_run(saver, n)
+                _row("LangGraph SqliteSaver", rate, _fsize(path), n)
+            except ImportError as exc:
+                print(f"  LangGraph: not installed ({exc.name}); pip install -e '.[bench]'")
+            try:
+                path = f"{tmp}/dbos.db"
+                rate = dbos_run(f"sqlite:///{path}", n)
+                _row("DBOS @DBOS.step", rate, _fsize(path), n)
+            except ImportError as exc:
+                print(f"  DBOS: not installed ({exc.name}); pip install -e '.[bench]'")
+        print(f"PostgreSQL, {n} durable steps of {PAYLOAD} B")
+        try:
+            for idem in (True, False):
+                url = _pg_db(args.pg)
+                before = await _size(url, None)
+                rate, size = await ours(url, n, idem, tmp)
+                _row(
+                    f"opennua ({'idempotent' if idem else 'side-effecting'} tool)",
+                    rate,
+                    size - before,
+                    n,
+                )
+        except Exception as exc:
+            print(f"  opennua on PostgreSQL failed: {exc!r}")
+        if not args.no_peers:
+            try:
+                from langgraph.checkpoint.postgres import PostgresSaver
+
+                url = _pg_db(args.pg)
+                before = await _size(url, None)
+                with PostgresSaver.from_conn_string(url) as saver:
+                    saver.setup()
+                    rate = langgraph_run(saver, n)
+                _row("LangGraph PostgresSaver", rate, await _size(url, None) - before, n)
+            except ImportError as exc:
+                print(f"  LangGraph postgres: not installed ({exc.name})")
+            try:
+                url = _pg_db(args.pg)
+                rate = dbos_run(url, n)
+                _row("DBOS @DBOS.step", rate, None, n)
+            except ImportError as exc:
+                print(f"  DBOS: not installed ({exc.name})")
+    print("goals: >= 3000 steps/s SQLite, >= 1500 PostgreSQL, <= 1 KB/step beyond payload")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
