@@ -209,7 +209,8 @@ class BeginIdempotency(Op):
         if rows:
             return New()
         rows = yield Query(
-            "SELECT request_hash, status, response FROM idempotency WHERE scope = ? AND idem_key = ?",
+            "SELECT request_hash, status, response FROM idempotency "
+            "WHERE scope = ? AND idem_key = ?",
             (self.scope, self.key),
         )
         request_hash, status, response = rows[0]

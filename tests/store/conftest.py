@@ -1,0 +1,90 @@
+"""The store contract suite runs every test once per backend: build the backend here,
+nothing else differs (STYLE.md §3)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from opennua.store import Execution, Store, open_store
+
+BACKENDS = [
+    "sqlite",
+    "sqlite-spaces",
+    pytest.param("postgres", marks=pytest.mark.postgres),
+]
+
+
+@pytest.fixture(params=BACKENDS)
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path}/nua.db"
+    if request.param == "sqlite-spaces":
+        folder = tmp_path / "a dir with spaces"
+        return f"sqlite:///{folder}/nua store.db"
+    url: str = request.getfixturevalue("pg_url")
+    return url
+
+
+@pytest.fixture
+async def store(store_url: str, tmp_path: Path) -> AsyncIterator[Store]:
+    async with await open_store(store_url, data_dir=tmp_path / "data") as s:
+        yield s
+
+
+class FakeClock:
+    """Unix seconds that move only when a test says so (STYLE.md §7)."""
+
+    def __init__(self, start: float = 1_800_000_000.0) -> None:
+        self.now = start
+
+    def advance(self, seconds: float) -> float:
+        self.now += seconds
+        return self.now
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+def action(session_id: str, n: int, *, kind: str = "message.delta", **data: Any) -> dict[str, Any]:
+    """A realistic ~300-byte action envelope, as the Host appends it (seq unset)."""
+    return {
+        "v": 1,
+        "session_id": session_id,
+        "seq": None,
+        "id": f"act_{session_id}_{n:06d}",
+        "type": kind,
+        "ts": "2026-11-29T08:00:00.123Z",
+        "turn_id": "trn_01JDX0000000000000000000",
+        "run_id": "run_01JDX0000000000000000000",
+        "client_id": None,
+        "intent_id": None,
+        "data": data or {"message_id": "msg_01JDX0000000000000000000", "delta": f"token {n} "},
+    }
+
+
+def execution(
+    execution_id: str,
+    session_id: str,
+    created_at: float,
+    *,
+    deadline_at: float | None = None,
+    turn_id: str | None = None,
+) -> Execution:
+    return Execution(
+        execution_id=execution_id,
+        session_id=session_id,
+        turn_id=turn_id or f"trn_{execution_id}",
+        status="queued",
+        created_at=created_at,
+        principal_id="prn_owner",
+        trigger={"kind": "message", "principal_id": "prn_owner"},
+        input={"content": [{"type": "text", "text": "hello"}]},
+        snapshot_digest="sha256:agent",
+        deadline_at=deadline_at,
+    )

@@ -1,0 +1,286 @@
+"""Executions: claims, leases, fencing, ordering, deadlines, cancellation, checkpoints
+and the tool-effect ledger. Time is a fake clock: nothing here sleeps."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from opennua.store import (
+    Claimed,
+    Conflict,
+    Fenced,
+    InputRequest,
+    InvalidInput,
+    Store,
+    open_store,
+)
+
+from .conftest import FakeClock, action, execution
+
+TTL = 30.0
+
+
+async def _queued(store: Store, clock: FakeClock, *ids: str, session: str = "ses_a") -> None:
+    await store.create_session(session, created_at=clock.now)
+    for i, eid in enumerate(ids):
+        await store.create_execution(execution(eid, session, clock.now + i))
+
+
+async def test_claim_takes_the_oldest_and_records_an_attempt(
+    store: Store, clock: FakeClock
+) -> None:
+    await _queued(store, clock, "exe_1")
+    claimed = await store.claim("sup_a", clock.now, TTL)
+    assert isinstance(claimed, Claimed)
+    assert (claimed.epoch, claimed.attempt) == (1, 1)
+    assert claimed.attempt_id.startswith("att_")
+    e = claimed.execution
+    assert (e.status, e.owner, e.lease_expires_at) == ("running", "sup_a", clock.now + TTL)
+    assert e.trigger == {"kind": "message", "principal_id": "prn_owner"}
+    assert e.input == {"content": [{"type": "text", "text": "hello"}]}
+    assert await store.claim("sup_b", clock.now, TTL) is None
+    (attempt,) = await store.list_attempts("exe_1")
+    assert (attempt.attempt_id, attempt.supervisor_id, attempt.epoch) == (
+        claimed.attempt_id,
+        "sup_a",
+        1,
+    )
+
+
+async def test_two_claimers_one_wins(store: Store, clock: FakeClock) -> None:
+    await _queued(store, clock, "exe_1")
+    results = await asyncio.gather(*(store.claim(f"sup_{i}", clock.now, TTL) for i in range(2)))
+    winners = [r for r in results if r is not None]
+    assert len(winners) == 1
+    assert len(await store.list_attempts("exe_1")) == 1
+
+
+@pytest.mark.postgres
+async def test_two_claiming_processes_one_wins(pg_url: str, clock: FakeClock) -> None:
+    async with await open_store(pg_url) as a, await open_store(pg_url) as b:
+        await _queued(a, clock, "exe_1")
+        results = await asyncio.gather(
+            *(s.claim(f"sup_{i}", clock.now, TTL) for i, s in enumerate([a, b, a, b]))
+        )
+        assert len([r for r in results if r is not None]) == 1
+
+
+async def test_expired_lease_is_reclaimed_with_a_new_epoch_and_the_old_one_is_fenced(
+    store: Store, clock: FakeClock
+) -> None:
+    await _queued(store, clock, "exe_1")
+    first = await store.claim("sup_a", clock.now, TTL)
+    assert first is not None
+    clock.advance(TTL / 3)
+    lease = await store.heartbeat("exe_1", first.epoch, clock.now, TTL)
+    assert lease.expires_at == clock.now + TTL and not lease.cancel_requested
+    clock.advance(TTL - 1)
+    assert await store.claim("sup_b", clock.now, TTL) is None  # renewed: still owned
+    clock.advance(2)  # now past the renewed lease
+    second = await store.claim("sup_b", clock.now, TTL)
+    assert second is not None and (second.epoch, second.attempt) == (2, 2)
+    with pytest.raises(Fenced) as caught:
+        await store.heartbeat("exe_1", first.epoch, clock.now, TTL)
+    assert (caught.value.epoch, caught.value.current_epoch) == (1, 2)
+    assert [a.supervisor_id for a in await store.list_attempts("exe_1")] == ["sup_a", "sup_b"]
+
+
+async def test_a_stale_epochs_fenced_unit_leaves_nothing_behind(
+    store: Store, clock: FakeClock
+) -> None:
+    await _queued(store, clock, "exe_1")
+    stale = await store.claim("sup_a", clock.now, TTL)
+    assert stale is not None
+    clock.advance(TTL + 1)
+    fresh = await store.claim("sup_b", clock.now, TTL)
+    assert fresh is not None
+    with pytest.raises(Fenced) as caught:
+        async with store.fenced("exe_1", stale.epoch) as tx:
+            tx.append("ses_a", [action("ses_a", 1)])
+            tx.put_checkpoint_step(1, b"step one")
+            tx.put_full_checkpoint(1, b"full")
+            tx.ledger_start("call_1", idempotency_key="k1", now=clock.now)
+            tx.finish("completed", now=clock.now)
+    assert caught.value.current_epoch == fresh.epoch
+    assert await store.read("ses_a") == []
+    ckpt = await store.load_checkpoint("exe_1")
+    assert ckpt.full is None and ckpt.steps == []
+    assert await store.get_ledger("exe_1") == []
+    assert (await store.get_execution("exe_1")).status == "running"
+    # The current owner writes fine, and all of it lands together.
+    async with store.fenced("exe_1", fresh.epoch, owner="sup_b") as tx:
+        tx.append("ses_a", [action("ses_a", 1)])
+        tx.put_checkpoint_step(1, b"step one")
+    assert tx.seqs == {"ses_a": [1]}
+    assert [s.payload for s in (await store.load_checkpoint("exe_1")).steps] == [b"step one"]
+
+
+async def test_fence_checks_owner_and_status(store: Store, clock: FakeClock) -> None:
+    await _queued(store, clock, "exe_1")
+    claimed = await store.claim("sup_a", clock.now, TTL)
+    assert claimed is not None
+    with pytest.raises(Fenced):
+        async with store.fenced("exe_1", claimed.epoch, owner="sup_impostor") as tx:
+            tx.put_checkpoint_step(1, b"x")
+    async with store.fenced("exe_1", claimed.epoch) as tx:
+        tx.finish("completed", result={"ok": True}, now=clock.now)
+    done = await store.get_execution("exe_1")
+    assert (done.status, done.result, done.owner, done.finished_at) == (
+        "completed",
+        {"ok": True},
+        None,
+        clock.now,
+    )
+    with pytest.raises(Fenced) as caught:  # a finished execution takes no more writes
+        async with store.fenced("exe_1", claimed.epoch) as tx:
+            tx.put_checkpoint_step(2, b"late")
+    assert caught.value.status == "completed"
+    with pytest.raises(InvalidInput):
+        async with store.fenced("exe_1", claimed.epoch) as tx:
+            tx.finish("running")
+
+
+async def test_release_requeues_for_an_immediate_claim(store: Store, clock: FakeClock) -> None:
+    await _queued(store, clock, "exe_1")
+    first = await store.claim("sup_a", clock.now, TTL)
+    assert first is not None
+    await store.release("exe_1", first.epoch)
+    second = await store.claim("sup_b", clock.now, TTL)  # no waiting for the lease
+    assert second is not None and second.epoch == 2
+    with pytest.raises(Fenced):
+        await store.release("exe_1", first.epoch)
+
+
+async def test_a_session_runs_its_turns_one_at_a_time_in_order(
+    store: Store, clock: FakeClock
+) -> None:
+    await _queued(store, clock, "exe_1", "exe_2", session="ses_a")
+    await _queued(store, clock, "exe_3", session="ses_b")
+    one = await store.claim("sup", clock.now, TTL)
+    other = await store.claim("sup", clock.now, TTL)
+    assert one and other
+    assert (one.execution.execution_id, other.execution.execution_id) == ("exe_1", "exe_3")
+    assert await store.claim("sup", clock.now, TTL) is None  # exe_2 waits behind exe_1
+    # Waiting for input still blocks the turn behind it.
+    async with store.fenced("exe_1", one.epoch) as tx:
+        tx.park_for_input()
+    assert (await store.get_execution("exe_1")).status == "waiting_input"
+    assert await store.claim("sup", clock.now, TTL) is None
+    # Cancelling re-queues the parked execution so a supervisor can wind it down.
+    cancelled = await store.request_cancel("exe_1")
+    assert (cancelled.status, cancelled.cancel_requested) == ("queued", True)
+    again = await store.claim("sup", clock.now, TTL)
+    assert again and again.execution.execution_id == "exe_1" and again.execution.cancel_requested
+    lease = await store.heartbeat("exe_1", again.epoch, clock.now, TTL)
+    assert lease.cancel_requested
+    async with store.fenced("exe_1", again.epoch) as tx:
+        tx.finish("cancelled", now=clock.now)
+    nxt = await store.claim("sup", clock.now, TTL)
+    assert nxt and nxt.execution.execution_id == "exe_2"
+    assert [e.execution_id for e in await store.list_executions("ses_a")] == ["exe_1", "exe_2"]
+
+
+async def test_deadline_sweep_ends_queued_running_and_waiting_executions(
+    store: Store, clock: FakeClock
+) -> None:
+    await store.create_session("ses_a", created_at=clock.now)
+    await store.create_session("ses_b", created_at=clock.now)
+    await store.create_session("ses_c", created_at=clock.now)
+    await store.create_execution(
+        execution("exe_run", "ses_a", clock.now, deadline_at=clock.now + 60)
+    )
+    await store.create_execution(
+        execution("exe_wait", "ses_b", clock.now + 1, deadline_at=clock.now + 60)
+    )
+    await store.create_execution(
+        execution("exe_late", "ses_c", clock.now + 2, deadline_at=clock.now + 5)
+    )
+    run = await store.claim("sup", clock.now, TTL)
+    wait = await store.claim("sup", clock.now, TTL)
+    assert run and wait and wait.execution.execution_id == "exe_wait"
+    async with store.fenced("exe_wait", wait.epoch) as tx:
+        tx.open_input_request(
+            InputRequest(
+                request_id="req_1",
+                session_id="ses_b",
+                execution_id="exe_wait",
+                turn_id="trn_exe_wait",
+                status="open",
+                payload={"prompt": "ok?"},
+                created_at=clock.now,
+            )
+        )
+        tx.park_for_input()
+    clock.advance(10)
+    # Past its deadline, exe_late is never handed out as runnable...
+    assert await store.claim("sup", clock.now, TTL) is None
+    # ...the sweeper ends it, and nothing else yet.
+    assert [e.execution_id for e in await store.sweep_deadlines(clock.now)] == ["exe_late"]
+    clock.advance(60)
+    ended = await store.sweep_deadlines(clock.now)
+    assert [(e.execution_id, e.status) for e in ended] == [
+        ("exe_run", "deadline_exceeded"),
+        ("exe_wait", "deadline_exceeded"),
+    ]
+    assert (await store.get_input_request("req_1")).status == "expired"
+    with pytest.raises(Fenced):
+        await store.heartbeat("exe_run", run.epoch, clock.now, TTL)
+    assert await store.sweep_deadlines(clock.now) == []
+
+
+async def test_checkpoints_are_append_only_and_load_from_the_latest_full_one(
+    store: Store, clock: FakeClock
+) -> None:
+    await _queued(store, clock, "exe_1")
+    claimed = await store.claim("sup", clock.now, TTL)
+    assert claimed is not None
+    for step in range(1, 6):
+        async with store.fenced("exe_1", claimed.epoch) as tx:
+            tx.put_checkpoint_step(step, f"step {step}".encode())
+            if step == 3:
+                tx.put_full_checkpoint(3, b"state after 3")
+    loaded = await store.load_checkpoint("exe_1")
+    assert loaded.full is not None and loaded.full.payload == b"state after 3"
+    assert [(s.step_no, s.payload) for s in loaded.steps] == [(4, b"step 4"), (5, b"step 5")]
+    with pytest.raises(Conflict):  # history is never rewritten
+        async with store.fenced("exe_1", claimed.epoch) as tx:
+            tx.put_checkpoint_step(5, b"other")
+    assert (await store.load_checkpoint("exe_1")).steps[-1].payload == b"step 5"
+
+
+async def test_tool_ledger_moves_started_completed_unknown(store: Store, clock: FakeClock) -> None:
+    await _queued(store, clock, "exe_1")
+    c = await store.claim("sup", clock.now, TTL)
+    assert c is not None
+    async with store.fenced("exe_1", c.epoch) as tx:
+        tx.ledger_start("call_a", idempotency_key="idem_a", now=clock.now)
+        tx.ledger_start("call_b", now=clock.now)
+    async with store.fenced("exe_1", c.epoch) as tx:
+        tx.ledger_complete("call_a", result={"rows": 3}, now=clock.now)
+        tx.ledger_mark_unknown("call_b", now=clock.now)
+    ledger = {e.tool_call_id: e for e in await store.get_ledger("exe_1")}
+    assert (ledger["call_a"].status, ledger["call_a"].result) == ("completed", {"rows": 3})
+    assert ledger["call_a"].idempotency_key == "idem_a"
+    assert ledger["call_b"].status == "unknown"
+    with pytest.raises(Conflict):  # a completed side effect is never restarted
+        async with store.fenced("exe_1", c.epoch) as tx:
+            tx.ledger_start("call_a", now=clock.now)
+    async with store.fenced("exe_1", c.epoch) as tx:  # an idempotent re-run may restart
+        tx.ledger_start("call_b", idempotency_key="idem_b", now=clock.now)
+    assert {e.tool_call_id: e.status for e in await store.get_ledger("exe_1")} == {
+        "call_a": "completed",
+        "call_b": "started",
+    }
+
+
+async def test_store_survives_reopen(tmp_path: Path, clock: FakeClock) -> None:
+    url = f"sqlite:///{tmp_path}/nua.db"
+    async with await open_store(url) as s:
+        await _queued(s, clock, "exe_1")
+        await s.append("ses_a", [action("ses_a", 1)])
+    async with await open_store(url) as s:
+        assert [a["seq"] for a in await s.read("ses_a")] == [1]
+        assert (await s.get_execution("exe_1")).status == "queued"

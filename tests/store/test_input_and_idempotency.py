@@ -1,0 +1,182 @@
+"""Human input (first writer wins), idempotency records, artifact metadata."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from opennua.store import (
+    Artifact,
+    Conflict,
+    InFlight,
+    InputRequest,
+    Lost,
+    Mismatch,
+    New,
+    NotFound,
+    Replay,
+    Store,
+    Won,
+)
+
+from .conftest import FakeClock, action, execution
+
+TTL = 30.0
+
+
+async def _parked(store: Store, clock: FakeClock, *, expires_at: float | None = None) -> None:
+    """exe_1 of ses_a asked a question (req_1) and is waiting for the answer."""
+    await store.create_session("ses_a", created_at=clock.now)
+    await store.create_execution(execution("exe_1", "ses_a", clock.now))
+    claimed = await store.claim("sup", clock.now, TTL)
+    assert claimed is not None
+    async with store.fenced("exe_1", claimed.epoch) as tx:
+        tx.append("ses_a", [action("ses_a", 1, kind="input_request.opened")])
+        tx.open_input_request(
+            InputRequest(
+                request_id="req_1",
+                session_id="ses_a",
+                execution_id="exe_1",
+                turn_id="trn_exe_1",
+                tool_call_id="call_1",
+                status="open",
+                payload={"prompt": "Delete it?", "options": ["allow_once", "reject_once"]},
+                created_at=clock.now,
+                expires_at=expires_at,
+            )
+        )
+        tx.park_for_input()
+
+
+async def test_twenty_concurrent_resolvers_exactly_one_wins(store: Store, clock: FakeClock) -> None:
+    await _parked(store, clock)
+
+    async def answer(i: int) -> Won | Lost:
+        resolved = action("ses_a", 100 + i, kind="input_request.resolved")
+        return await store.resolve_input(
+            "req_1",
+            {"outcome": "selected", "option_id": f"opt_{i}"},
+            f"prn_{i}",
+            f"cli_{i}",
+            clock.now,
+            actions=[resolved],
+        )
+
+    results = await asyncio.gather(*(answer(i) for i in range(20)))
+    won = [r for r in results if isinstance(r, Won)]
+    lost = [r for r in results if isinstance(r, Lost)]
+    assert len(won) == 1 and len(lost) == 19
+    assert {(r.status, str(r.resolution)) for r in lost} == {("resolved", str(won[0].resolution))}
+    winner = won[0].resolution["option_id"].removeprefix("opt_")
+    assert {(r.answered_by_principal, r.answered_by_client) for r in lost} == {
+        (f"prn_{winner}", f"cli_{winner}")
+    }
+    # Exactly one input_request.resolved was appended: the winner's.
+    log = await store.read("ses_a")
+    assert [a["type"] for a in log] == ["input_request.opened", "input_request.resolved"]
+    assert log[1]["id"] == action("ses_a", 100 + int(winner))["id"]
+    # Re-queued exactly once, and claimable to resume.
+    e = await store.get_execution("exe_1")
+    assert (e.status, e.epoch) == ("queued", 1)
+    resumed = await store.claim("sup", clock.now, TTL)
+    assert resumed is not None and resumed.epoch == 2
+    req = await store.get_input_request("req_1")
+    assert (req.status, req.answered_by_client, req.tool_call_id) == (
+        "resolved",
+        f"cli_{winner}",
+        "call_1",
+    )
+
+
+async def test_expired_and_cancelled_requests_cannot_be_won(store: Store, clock: FakeClock) -> None:
+    await _parked(store, clock, expires_at=clock.now + 60)
+    clock.advance(61)
+    late = await store.resolve_input("req_1", {"outcome": "answered"}, "prn", "cli", clock.now)
+    assert isinstance(late, Lost) and late.status == "expired" and late.resolution is None
+    expired = action("ses_a", 2, kind="input_request.resolved", outcome="expired")
+    assert await store.expire_input("req_1", clock.now, actions=[expired]) is True
+    assert await store.expire_input("req_1", clock.now) is False
+    assert (await store.get_execution("exe_1")).status == "queued"  # goes on without an answer
+    assert [a["type"] for a in await store.read("ses_a")][-1] == "input_request.resolved"
+    assert await store.cancel_input("req_1", clock.now) is False
+    with pytest.raises(NotFound):
+        await store.resolve_input("req_nope", {}, "prn", "cli", clock.now)
+    listed = await store.list_input_requests("ses_a", status="expired")
+    assert [r.request_id for r in listed] == ["req_1"]
+
+
+async def test_cancel_input_keeps_the_execution_parked(store: Store, clock: FakeClock) -> None:
+    await _parked(store, clock)
+    assert await store.cancel_input("req_1", clock.now) is True
+    assert (await store.get_input_request("req_1")).status == "cancelled"
+    assert (await store.get_execution("exe_1")).status == "waiting_input"
+    lost = await store.resolve_input("req_1", {"outcome": "answered"}, "prn", "cli", clock.now)
+    assert isinstance(lost, Lost) and lost.status == "cancelled"
+
+
+async def test_concurrent_begin_with_one_key_gives_one_new(store: Store, clock: FakeClock) -> None:
+    results = await asyncio.gather(
+        *(store.begin("POST /v1/sessions", "key-1", "hash-a", clock.now) for _ in range(10))
+    )
+    assert sum(isinstance(r, New) for r in results) == 1
+    assert sum(isinstance(r, InFlight) for r in results) == 9
+    assert isinstance(
+        await store.begin("POST /v1/sessions", "key-1", "hash-b", clock.now), Mismatch
+    )
+    await store.complete("POST /v1/sessions", "key-1", {"status": 201, "id": "ses_1"})
+    replay = await store.begin("POST /v1/sessions", "key-1", "hash-a", clock.now)
+    assert replay == Replay({"status": 201, "id": "ses_1"})
+    assert isinstance(
+        await store.begin("POST /v1/sessions", "key-1", "hash-b", clock.now), Mismatch
+    )
+    # Another scope is another key space.
+    assert isinstance(await store.begin("POST /other", "key-1", "hash-b", clock.now), New)
+    # After 24 h the record is as good as absent.
+    clock.advance(24 * 3600 + 1)
+    assert isinstance(await store.begin("POST /v1/sessions", "key-1", "hash-b", clock.now), New)
+
+
+async def test_abandoned_key_can_be_retried(store: Store, clock: FakeClock) -> None:
+    assert isinstance(await store.begin("s", "k", "h", clock.now), New)
+    await store.abandon("s", "k")
+    assert isinstance(await store.begin("s", "k", "h", clock.now), New)
+
+
+async def test_accepting_a_message_is_one_atomic_unit(store: Store, clock: FakeClock) -> None:
+    await store.create_session("ses_a", created_at=clock.now)
+    assert isinstance(await store.begin("msg", "intent-1", "h", clock.now), New)
+    async with store.transaction() as tx:
+        tx.create_execution(execution("exe_1", "ses_a", clock.now))
+        tx.append("ses_a", [action("ses_a", 1, kind="turn.started")])
+        tx.complete_idempotency("msg", "intent-1", {"execution_id": "exe_1"})
+    assert tx.seqs == {"ses_a": [1]}
+    assert await store.begin("msg", "intent-1", "h", clock.now) == Replay({"execution_id": "exe_1"})
+    # The same acceptance replayed by a confused caller changes nothing at all.
+    with pytest.raises(Conflict):
+        async with store.transaction() as tx:
+            tx.append("ses_a", [action("ses_a", 2, kind="turn.started")])
+            tx.create_execution(execution("exe_1", "ses_a", clock.now))
+    assert [a["seq"] for a in await store.read("ses_a")] == [1]
+
+
+async def test_artifact_metadata(store: Store, clock: FakeClock) -> None:
+    await store.create_session("ses_a", created_at=clock.now)
+    art = Artifact(
+        artifact_id="art_1",
+        session_id="ses_a",
+        name="report.md",
+        media_type="text/markdown",
+        size=5,
+        sha256="ab" * 32,
+        created_at=clock.now,
+        turn_id="trn_1",
+        tool_call_id="call_1",
+    )
+    await store.put_artifact(art)
+    assert await store.get_artifact("art_1") == art
+    assert await store.list_artifacts("ses_a") == [art]
+    with pytest.raises(Conflict):
+        await store.put_artifact(art)
+    with pytest.raises(NotFound):
+        await store.get_artifact("art_2")

@@ -1,0 +1,169 @@
+"""Sessions, the action log, snapshots and wake-ups."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from opennua.store import Conflict, InvalidInput, NotFound, Session, Store, open_store
+
+from .conftest import action
+
+
+async def test_append_assigns_gapless_seqs_and_read_returns_them(store: Store) -> None:
+    await store.create_session("ses_a", created_at=1.0, title="first", principal_id="prn_1")
+    assert await store.append("ses_a", [action("ses_a", 1), action("ses_a", 2)]) == [1, 2]
+    assert await store.append("ses_a", [action("ses_a", 3)]) == [3]
+    got = await store.read("ses_a")
+    assert [a["seq"] for a in got] == [1, 2, 3]
+    assert got[0] == {**action("ses_a", 1), "seq": 1}
+    assert list(got[0])[:4] == ["v", "session_id", "seq", "id"]  # envelope order kept
+    assert [a["seq"] for a in await store.read("ses_a", after=1, limit=1)] == [2]
+    assert (await store.get_session("ses_a")).last_seq == 3
+
+
+async def test_reappending_a_known_action_id_returns_its_seq_and_writes_nothing(
+    store: Store,
+) -> None:
+    await store.create_session("ses_a", created_at=1.0)
+    await store.append("ses_a", [action("ses_a", 1), action("ses_a", 2)])
+    # A resumed attempt re-emits action 2 and then a new one.
+    assert await store.append("ses_a", [action("ses_a", 2), action("ses_a", 3)]) == [2, 3]
+    # The same id twice in one call is one action.
+    assert await store.append("ses_a", [action("ses_a", 4), action("ses_a", 4)]) == [4, 4]
+    assert [a["seq"] for a in await store.read("ses_a")] == [1, 2, 3, 4]
+
+
+async def test_append_rejects_unknown_session_and_bad_envelopes(store: Store) -> None:
+    with pytest.raises(NotFound) as caught:
+        await store.append("ses_missing", [action("ses_missing", 1)])
+    assert (caught.value.kind, caught.value.key) == ("session", "ses_missing")
+    await store.create_session("ses_a", created_at=1.0)
+    with pytest.raises(InvalidInput):
+        await store.append("ses_a", [{"type": "x"}])
+    with pytest.raises(InvalidInput):
+        await store.append("ses_a", [action("ses_b", 1)])
+    assert await store.read("ses_a") == []
+
+
+async def test_eight_concurrent_appenders_on_one_session_get_seqs_1_to_n(store: Store) -> None:
+    await store.create_session("ses_hot", created_at=1.0)
+
+    async def appender(w: int) -> list[tuple[int, str]]:
+        out = []
+        for k in range(25):
+            batch = [action("ses_hot", w * 1000 + k * 10 + j) for j in range(1 + k % 3)]
+            seqs = await store.append("ses_hot", batch)
+            out += zip(seqs, [a["id"] for a in batch], strict=True)
+        return out
+
+    results = await asyncio.gather(*(appender(w) for w in range(8)))
+    claimed = [pair for result in results for pair in result]
+    n = len(claimed)
+    assert sorted(seq for seq, _ in claimed) == list(range(1, n + 1))
+    log = await store.read("ses_hot", limit=10_000)
+    assert [a["seq"] for a in log] == list(range(1, n + 1))
+    assert {a["seq"]: a["id"] for a in log} == dict(claimed)
+    for result in results:  # each appender saw its own appends in increasing order
+        seqs = [seq for seq, _ in result]
+        assert seqs == sorted(seqs)
+
+
+async def test_hundred_sessions_in_parallel_each_stay_gapless(store: Store) -> None:
+    sessions = [f"ses_{i:03d}" for i in range(100)]
+    await asyncio.gather(
+        *(store.create_session(s, created_at=float(i)) for i, s in enumerate(sessions))
+    )
+
+    async def writer(sid: str) -> None:
+        for k in range(10):
+            await store.append(sid, [action(sid, k)])
+
+    await asyncio.gather(*(writer(s) for s in sessions))
+    for sid in sessions:
+        log = await store.read(sid)
+        assert [a["seq"] for a in log] == list(range(1, 11))
+        assert all(a["session_id"] == sid for a in log)
+
+
+async def test_sessions_create_get_list_and_retitle(store: Store) -> None:
+    for i in range(5):
+        await store.create_session(
+            f"ses_{i}",
+            created_at=100.0 + i // 2,  # ties on created_at must still page stably
+            workspace_id="wsp_1" if i % 2 else "wsp_2",
+            principal_id="prn_1",
+            title=f"t{i}",
+            plugin_digest="sha256:p",
+            deployment_digest="sha256:d",
+            metadata={"k": i},
+        )
+    with pytest.raises(Conflict):
+        await store.create_session("ses_0", created_at=1.0)
+    s3 = await store.get_session("ses_3")
+    assert (s3.workspace_id, s3.title, s3.metadata, s3.last_seq) == ("wsp_1", "t3", {"k": 3}, 0)
+    seen, cursor = [], None
+    while True:
+        page = await store.list_sessions(limit=2, cursor=cursor)
+        seen += [s.session_id for s in page.items]
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    assert seen == ["ses_4", "ses_3", "ses_2", "ses_1", "ses_0"]
+    only = await store.list_sessions(workspace_id="wsp_1")
+    assert [s.session_id for s in only.items] == ["ses_3", "ses_1"]
+    await store.update_session_title("ses_3", "renamed")
+    assert (await store.get_session("ses_3")).title == "renamed"
+    with pytest.raises(NotFound):
+        await store.get_session("ses_nope")
+
+
+async def test_snapshot_keeps_the_newest(store: Store) -> None:
+    await store.create_session("ses_a", created_at=1.0)
+    assert await store.get_snapshot("ses_a") is None
+    await store.put_snapshot("ses_a", 500, json.dumps({"seq": 500}))
+    await store.put_snapshot("ses_a", 300, json.dumps({"seq": 300}))  # late and older: ignored
+    snap = await store.get_snapshot("ses_a")
+    assert snap is not None and snap.seq == 500 and json.loads(snap.state_json) == {"seq": 500}
+
+
+async def test_transaction_commits_everything_or_nothing(store: Store) -> None:
+    await store.create_session("ses_a", created_at=1.0)
+    async with store.transaction() as tx:
+        first = tx.append("ses_a", [action("ses_a", 1)])
+        tx.put_snapshot("ses_a", 1, "{}")
+        tx.append("ses_a", [action("ses_a", 2)])
+    assert first.value == [1]
+    assert tx.seqs == {"ses_a": [1, 2]}
+    # One failing op (a duplicate session) voids the whole unit: the append is not kept.
+    with pytest.raises(Conflict):
+        async with store.transaction() as tx:
+            tx.append("ses_a", [action("ses_a", 3)])
+            tx.create_session(Session(session_id="ses_a", created_at=2.0))
+    assert [a["seq"] for a in await store.read("ses_a")] == [1, 2]
+    # An exception inside the block sends nothing at all.
+    with pytest.raises(RuntimeError):
+        async with store.transaction() as tx:
+            tx.append("ses_a", [action("ses_a", 4)])
+            raise RuntimeError("caller changed its mind")
+    assert (await store.get_session("ses_a")).last_seq == 2
+
+
+async def test_watch_wakes_after_commit(store: Store) -> None:
+    await store.create_session("ses_a", created_at=1.0)
+    async with store.watch() as watcher:
+        await store.append("ses_a", [action("ses_a", 1), action("ses_a", 2)])
+        assert await asyncio.wait_for(anext(watcher), 5) == ("ses_a", 2)
+
+
+@pytest.mark.postgres
+async def test_notify_wakes_another_store_instance(pg_url: str) -> None:
+    # Two Store instances = two processes as far as PostgreSQL can tell.
+    async with await open_store(pg_url) as writer, await open_store(pg_url) as reader:
+        await writer.create_session("ses_x", created_at=1.0)
+        async with reader.watch() as watcher:
+            await writer.append("ses_x", [action("ses_x", 1)])
+            assert await asyncio.wait_for(anext(watcher), 5) == ("ses_x", 1)
+            assert [a["seq"] for a in await reader.read("ses_x")] == [1]
