@@ -175,3 +175,33 @@ async def test_snapshot_is_stored_every_500_actions_and_equals_replay(env: Env) 
     _, cold = await fresh.snapshot(sid)
     everything = [action_from_dict(a) for a in await env.store.read(sid, 0, 10_000)]
     assert state_to_json(cold) == state_to_json(state) == state_to_json(replay(everything))
+
+
+async def test_late_answer_after_the_deadline_sweep_is_gone(env: Env) -> None:
+    options = [{"option_id": "ok", "name": "OK", "kind": "allow_once"}]
+    sid = await _session(env.host)
+    sent = await env.host.send_message(sid, _msg("int_1"))
+    rid = await park_for_input(
+        env, sid, sent.ids["execution_id"], sent.ids["turn_id"], options=options
+    )
+    env.clock.advance(3601)
+    ended = await env.store.sweep_deadlines(env.clock())
+    assert [e.status for e in ended] == ["deadline_exceeded"]
+    late = AnswerInput(intent_id="int_a", client_id="cli_a", request_id=rid, option_id="ok")
+    result = await env.host.answer_input(sid, late)
+    assert result.type == "rejected" and result.code == "gone"
+
+
+def test_public_names_are_pinned() -> None:
+    import opennua.host
+    import opennua.server
+
+    assert sorted(opennua.host.__all__) == [
+        "CreateSession",
+        "Frame",
+        "Hub",
+        "SessionHost",
+        "random_ids",
+        "rfc3339",
+    ]
+    assert sorted(opennua.server.__all__) == ["CODES", "Metrics", "create_app"]

@@ -10,11 +10,11 @@ from typing import Any
 import httpx
 import pytest
 from websockets.asyncio.client import connect
-from websockets.exceptions import ConnectionClosed
+from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from opennua.protocol import action_from_dict, replay, state_to_json
 
-from ._harness import AUTH, Env, environment, serving
+from ._harness import AUTH, TOKEN, Env, environment, serving
 
 
 @pytest.fixture
@@ -163,3 +163,50 @@ async def test_slow_websocket_subscriber_gets_resync_and_stays_bounded(small_env
         assert snap["seq"] == len(history) == 4005
         replayed = replay(action_from_dict(a) for a in history)
         assert state_to_json(snap["state"]) == state_to_json(replayed)
+
+
+async def test_sse_heartbeat_and_resync(small_env: Env) -> None:
+    env = small_env
+    async with serving(env.app) as base, _client(base) as client:
+        sid = await _setup(client)
+        async with client.stream("GET", f"/v1/sessions/{sid}/events?after=5") as response:
+            lines = response.aiter_lines()
+            seen: list[str] = []
+            while ": heartbeat" not in seen:
+                seen.append(await asyncio.wait_for(anext(lines), 5))
+            # Overflow this subscriber (50 actions max) while it is not reading.
+            actions = [
+                {
+                    "v": 1,
+                    "session_id": sid,
+                    "id": f"act_sse_{i}",
+                    "type": "test.filler",
+                    "ts": "2027-01-15T08:00:00.000Z",
+                    "data": {},
+                }
+                for i in range(200)
+            ]
+            await env.store.append(sid, actions)
+            await env.hub.notify(sid)
+            rest = [line async for line in lines]
+        # The stream ended right after the resync event (no actions after it).
+        tail = rest[rest.index("event: resync") :]
+        assert tail[1].startswith("data: ") and not any(x.startswith("id: ") for x in tail)
+
+
+async def test_websocket_cookie_needs_own_origin(env: Env) -> None:
+    async with serving(env.app) as base, _client(base) as client:
+        sid = await _setup(client)
+        login = await client.get("/login", params={"token": TOKEN})
+        cookie = f"nua_session={login.cookies['nua_session']}"
+        url = f"ws://{base}/v1/sessions/{sid}/ws?after=5&client_id=cli_browser"
+        with pytest.raises(InvalidStatus) as refused:
+            async with connect(url, additional_headers={"Cookie": cookie}, origin="http://evil"):
+                pass
+        assert refused.value.response.status_code == 403
+        own = f"http://{base}"
+        async with connect(url, additional_headers={"Cookie": cookie}, origin=own) as ws:
+            await ws.send(json.dumps({"type": "update_session", "intent_id": "i", "title": "x"}))
+            while (frame := json.loads(await asyncio.wait_for(ws.recv(), 10)))["type"] != "result":
+                pass
+            assert frame["result"]["type"] == "accepted"

@@ -134,6 +134,7 @@ async def _deny(scope: Scope, receive: Receive, send: Send, code: str, detail: s
     if status == 401:
         start["headers"].append((b"www-authenticate", b'Bearer realm="opennua"'))
     if scope["type"] == "websocket":
+        await receive()  # websocket.connect: the ASGI server expects it read first
         # Reject the handshake with an HTTP response (ASGI websocket.http.response) when the
         # server supports it, else a policy-violation close.
         if "websocket.http.response" in scope.get("extensions", {}):
