@@ -283,3 +283,16 @@ async def test_artifact_metadata_and_content(env: Env) -> None:
         env.store.blobs.path(ref.sha256).write_bytes(b"tampered")
         corrupted = await client.get("/v1/artifacts/art_1/content")
         assert corrupted.status_code == 500 and corrupted.json()["code"] == "blob_corrupted"
+
+
+async def test_unexpected_errors_are_problem_json(env: Env, monkeypatch: Any) -> None:
+    async def broken(session_id: str) -> Any:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(env.host, "snapshot", broken)
+    transport = httpx.ASGITransport(app=env.app, raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="http://t", headers=AUTH) as c:
+        response = await c.get("/v1/sessions/ses_x")
+    assert response.status_code == 500
+    assert response.json()["code"] == "internal_error"
+    assert "boom" not in response.text

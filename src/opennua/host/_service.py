@@ -13,10 +13,11 @@ import asyncio
 import contextlib
 import hashlib
 import json
+import logging
 import os
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -58,6 +59,8 @@ from opennua.store import (
 
 from ._schema_check import check_payload
 from .hub import Hub
+
+_log = logging.getLogger(__name__)
 
 ACTIVE = ("queued", "running", "waiting_input")
 SNAPSHOT_EVERY = 500
@@ -310,11 +313,13 @@ class SessionHost:
 
     async def snapshot(self, session_id: str) -> tuple[int, State]:
         """`(seq, state)`: the stored snapshot (or the cached fold) plus the reduced tail."""
+        if session_id not in self._states:
+            # Checked before a lock exists: unknown ids must not leave one behind.
+            await self.store.get_session(session_id)
         lock = self._locks.setdefault(session_id, asyncio.Lock())
         async with lock:
             cached = self._states.get(session_id)
             if cached is None:
-                await self.store.get_session(session_id)  # NotFound for unknown ids
                 stored = await self.store.get_snapshot(session_id)
                 if stored is None:
                     cached = (initial_state(), 0)
@@ -527,9 +532,25 @@ class SessionHost:
         }
 
     async def _committed(self, session_id: str, count: int) -> None:
-        if self._on_append is not None:
-            self._on_append(count)
-        await self.hub.notify(session_id)
+        # The intent is durable by now: a failure to wake subscribers must not turn an
+        # accepted intent into an error (the client could retry it without a key). The
+        # Hub's store follower delivers the actions anyway.
+        try:
+            if self._on_append is not None:
+                self._on_append(count)
+            await self.hub.notify(session_id)
+        except Exception:
+            _log.warning("post-commit notify failed for %s", session_id, exc_info=True)
+
+    async def keep_snapshots(self, wakeups: AsyncIterator[tuple[str, int]]) -> None:
+        """Run until cancelled: fold every session that grows and store snapshots (every
+        ~500 actions and at turn end) even when no client asks for one, so a cold read
+        never replays a long log."""
+        async for session_id, _seq in wakeups:
+            try:
+                await self.snapshot(session_id)
+            except Exception:
+                _log.warning("snapshot of %s failed", session_id, exc_info=True)
 
 
 def _key(session_id: str, intent: Any) -> tuple[str, str]:

@@ -91,9 +91,9 @@ def create_app(
 ) -> FastAPI:
     """The HTTP/SSE/WebSocket surface of one Host.
 
-    `follow_store` runs `hub.follow(store.watch())` for the app's lifetime so actions
-    appended by supervisors (in this process or another) reach subscribers; pass False
-    when the composition root runs it itself.
+    `follow_store` runs `hub.follow(store.watch())` and `host.keep_snapshots(...)` for the
+    app's lifetime, so actions appended by supervisors (in this process or another) reach
+    subscribers and snapshots keep up; pass False when the composition root runs them.
     """
     metrics = metrics or Metrics()
     metrics.watch_hub(hub)
@@ -103,15 +103,21 @@ def create_app(
         if not follow_store:
             yield
             return
-        watcher = store.watch()
-        follower = asyncio.ensure_future(hub.follow(watcher))
+        watchers = [store.watch(), store.watch()]
+        tasks = [
+            asyncio.ensure_future(hub.follow(watchers[0])),
+            asyncio.ensure_future(host.keep_snapshots(watchers[1])),
+        ]
         try:
             yield
         finally:
-            watcher.close()
-            follower.cancel()
-            with contextlib.suppress(BaseException):
-                await follower
+            for watcher in watchers:
+                watcher.close()
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(BaseException):
+                    await task
 
     app = FastAPI(
         title="opennua",
@@ -121,6 +127,11 @@ def create_app(
         redoc_url=None,
     )
     _problems.install(app)
+
+    @app.exception_handler(Exception)
+    async def _internal(request: Request, exc: Exception) -> JSONResponse:
+        # Starlette still re-raises after this response, so the error is logged.
+        return problem_response("internal_error", "an unexpected error occurred")
 
     @app.exception_handler(InvalidInput)
     async def _invalid_input(request: Request, exc: InvalidInput) -> JSONResponse:
@@ -173,13 +184,20 @@ def create_app(
         return Response(metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
     @app.get("/login", include_in_schema=False)
-    async def login(token: str = "") -> Response:
+    async def login(request: Request, token: str = "") -> Response:
         # The one place a token travels in a query string: the link `nua serve` prints.
         # It is exchanged at once for a cookie and the browser is sent away from this URL.
         if not token or not hmac.compare_digest(token.encode(), host_token):
             return problem_response("unauthorized", "the login token is not valid")
         response = RedirectResponse("/", status_code=303)
-        response.set_cookie(COOKIE, cookie_value(token), httponly=True, samesite="strict", path="/")
+        response.set_cookie(
+            COOKIE,
+            cookie_value(token),
+            httponly=True,
+            samesite="strict",
+            secure=request.url.scheme == "https",
+            path="/",
+        )
         response.headers["Referrer-Policy"] = "no-referrer"
         return response
 
@@ -284,7 +302,15 @@ def create_app(
             metrics.intents.labels(intent=intent, result=result).inc()
 
         await websocket_session(
-            websocket, host, hub, session_id, max(after, 0), client_id, heartbeat_seconds, count
+            websocket,
+            host,
+            hub,
+            session_id,
+            max(after, 0),
+            client_id,
+            heartbeat_seconds,
+            count,
+            max_body,
         )
 
     # -- intents --------------------------------------------------------------------------

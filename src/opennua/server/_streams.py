@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -28,6 +29,7 @@ from opennua.protocol import (
 from opennua.protocol.intents import INTENT_ADAPTER
 
 HEARTBEAT_SECONDS = 15.0
+_log = logging.getLogger(__name__)
 RESYNC_CLOSE_CODE = 4000
 
 
@@ -84,6 +86,7 @@ async def websocket_session(
     client_id: str | None,
     heartbeat: float = HEARTBEAT_SECONDS,
     on_intent: Any = None,
+    max_message: int = 1 << 20,
 ) -> None:
     """Actions out, intents in, on one socket; ends with close code 4000 after `resync`."""
     await websocket.accept()
@@ -106,28 +109,45 @@ async def websocket_session(
 
     async def pump_in() -> None:
         while True:
-            raw = await websocket.receive_text()
-            reply = await _handle_intent(host, session_id, raw, client_id, on_intent)
+            message = await websocket.receive()
+            if message["type"] == "websocket.disconnect":
+                return
+            raw = message.get("text")
+            if raw is None:
+                raw = (message.get("bytes") or b"").decode("utf-8", "replace")
+            if len(raw) > max_message:
+                reply: dict[str, Any] = {
+                    "type": "error",
+                    "code": "payload_too_large",
+                    "detail": f"intents are limited to {max_message} bytes",
+                }
+            else:
+                reply = await _handle_intent(host, session_id, raw, client_id, on_intent)
             await send(json.dumps(reply))
 
     out = asyncio.ensure_future(pump_out())
     inbound = asyncio.ensure_future(pump_in())
     try:
-        done, _ = await asyncio.wait({out, inbound}, return_when=asyncio.FIRST_COMPLETED)
-        resynced = out in done and out.exception() is None
+        await asyncio.wait({out, inbound}, return_when=asyncio.FIRST_COMPLETED)
     finally:
         for task in (out, inbound):
             task.cancel()
         for task in (out, inbound):
             with contextlib.suppress(BaseException):
                 await task
-    if resynced:
-        with contextlib.suppress(Exception):
-            await websocket.close(RESYNC_CLOSE_CODE, "resync")
+    failed = [
+        t.exception() for t in (out, inbound) if t.done() and not t.cancelled() and t.exception()
+    ]
+    errors = [e for e in failed if not isinstance(e, WebSocketDisconnect | OSError)]
+    if out.done() and not out.cancelled() and out.exception() is None:
+        code, reason = RESYNC_CLOSE_CODE, "resync"
+    elif errors:
+        _log.error("websocket for %s failed", session_id, exc_info=errors[0])
+        code, reason = 1011, "internal error"
     else:
-        error = inbound.exception() if inbound.done() and not inbound.cancelled() else None
-        if error is not None and not isinstance(error, WebSocketDisconnect):
-            raise error
+        return  # the client went away
+    with contextlib.suppress(Exception):
+        await websocket.close(code, reason)
 
 
 async def _handle_intent(
