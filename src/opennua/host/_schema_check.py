@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from opennua.protocol import AnswerInput
+
 _TYPES: dict[str, tuple[type, ...]] = {
     "object": (dict,),
     "array": (list,),
@@ -56,3 +58,22 @@ def _is(value: Any, name: str) -> bool:
     if name in ("integer", "number") and isinstance(value, bool):
         return False
     return isinstance(value, kinds)
+
+
+def check_answer(request_payload: Any, intent: AnswerInput) -> str | None:
+    """Why this answer does not fit the request (None when it does).
+
+    The request's stored payload is its `input_request.opened` data: `options` and/or
+    `response_schema`. An option must be one offered; a payload must fit the schema.
+    """
+    opened = request_payload if isinstance(request_payload, dict) else {}
+    options = opened.get("options") or []
+    schema = opened.get("response_schema")
+    if intent.option_id is not None:
+        offered = {o.get("option_id") for o in options if isinstance(o, dict)}
+        if intent.option_id not in offered:
+            return f"option {intent.option_id!r} is not one of {sorted(map(str, offered))}"
+        return None
+    if schema is None:
+        return "this request takes one of its options, not a payload" if options else None
+    return check_payload(intent.payload, schema)

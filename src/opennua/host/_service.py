@@ -12,16 +12,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import json
 import logging
-import os
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
-from datetime import UTC, datetime
-from typing import Any, Literal
-
-from pydantic import Field
+from typing import Any
 
 from opennua.protocol import (
     Accepted,
@@ -36,13 +31,10 @@ from opennua.protocol import (
     action_from_dict,
     action_id,
     initial_state,
-    new_id,
     reduce,
     state_from_json,
     state_to_json,
 )
-from opennua.protocol.actions import Id, _Frozen
-from opennua.protocol.ids import IdKind
 from opennua.protocol.intents import INTENT_RESULT_ADAPTER
 from opennua.protocol.state import Session as State
 from opennua.protocol.state import copy_state
@@ -57,7 +49,8 @@ from opennua.store import (
     Store,
 )
 
-from ._schema_check import check_payload
+from ._inputs import Clock, CreateSession, Ids, random_ids, request_hash, rfc3339
+from ._schema_check import check_answer
 from .hub import Hub
 
 _log = logging.getLogger(__name__)
@@ -65,41 +58,6 @@ _log = logging.getLogger(__name__)
 ACTIVE = ("queued", "running", "waiting_input")
 SNAPSHOT_EVERY = 500
 _CACHE_SESSIONS = 256
-
-Clock = Callable[[], float]
-Ids = Callable[[IdKind], str]
-
-
-class CreateSession(_Frozen):
-    """The intent that creates a session (no session exists yet to scope it)."""
-
-    type: Literal["create_session"] = "create_session"
-    intent_id: Id
-    client_id: Id
-    title: str = Field(default="", max_length=200)
-    metadata: dict[str, Any] = Field(default_factory=dict)
-
-
-def random_ids(clock: Clock = time.time) -> Ids:
-    """Production ids: the clock's milliseconds and OS entropy."""
-
-    def ids(kind: IdKind) -> str:
-        return new_id(kind, ms=int(clock() * 1000), entropy=os.urandom(10))
-
-    return ids
-
-
-def rfc3339(now: float) -> str:
-    """`ts` of an action: UTC, milliseconds, `Z` (what the protocol's Timestamp expects)."""
-    moment = datetime.fromtimestamp(now, UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
-
-
-def request_hash(intent: _Frozen) -> str:
-    """Hash of the intent without its key: the same key with another body is detectable."""
-    body = intent.model_dump(mode="json", exclude={"intent_id"})
-    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(canonical.encode()).hexdigest()
 
 
 class SessionHost:
@@ -268,7 +226,7 @@ class SessionHost:
                 if latest.status == "resolved":
                     return _conflict(intent, latest.resolution), True
                 return self._reject(intent, "gone", f"the turn is {execution.status}"), False
-            problem = _check_answer(request.payload, intent)
+            problem = check_answer(request.payload, intent)
             if problem is not None:
                 return self._reject(intent, "validation_error", problem), False
             answered_by = {"client_id": intent.client_id, "principal_id": self._principal_id}
@@ -575,23 +533,4 @@ async def _abandon(store: Store, scope: str, key: str) -> None:
         await asyncio.shield(store.abandon(scope, key))
 
 
-def _check_answer(request_payload: Any, intent: AnswerInput) -> str | None:
-    """Why this answer does not fit the request (None when it does).
-
-    The request's stored payload is its `input_request.opened` data: `options` and/or
-    `response_schema`. An option must be one offered; a payload must fit the schema.
-    """
-    opened = request_payload if isinstance(request_payload, dict) else {}
-    options = opened.get("options") or []
-    schema = opened.get("response_schema")
-    if intent.option_id is not None:
-        offered = {o.get("option_id") for o in options if isinstance(o, dict)}
-        if intent.option_id not in offered:
-            return f"option {intent.option_id!r} is not one of {sorted(map(str, offered))}"
-        return None
-    if schema is None:
-        return "this request takes one of its options, not a payload" if options else None
-    return check_payload(intent.payload, schema)
-
-
-__all__ = ["CreateSession", "SessionHost", "random_ids", "rfc3339"]
+__all__ = ["SessionHost"]
