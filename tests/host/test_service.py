@@ -205,3 +205,14 @@ def test_public_names_are_pinned() -> None:
         "rfc3339",
     ]
     assert sorted(opennua.server.__all__) == ["CODES", "Metrics", "create_app"]
+
+
+async def test_concurrent_reject_messages_start_one_turn(env: Env) -> None:
+    import asyncio
+
+    sid = await _session(env.host)
+    results = await asyncio.gather(
+        *(env.host.send_message(sid, _msg(f"int_{i}", if_busy="reject")) for i in range(10))
+    )
+    assert sorted(r.type for r in results) == ["accepted"] + ["rejected"] * 9
+    assert len(await env.store.list_executions(sid)) == 1

@@ -14,6 +14,7 @@ import contextlib
 import hashlib
 import logging
 import time
+import weakref
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -86,6 +87,20 @@ class SessionHost:
         # Folded states per session, so a snapshot request reduces only the new tail.
         self._states: OrderedDict[str, tuple[State, int]] = OrderedDict()
         self._locks: dict[str, asyncio.Lock] = {}
+        self._turn_locks: weakref.WeakValueDictionary[str, asyncio.Lock] = (
+            weakref.WeakValueDictionary()
+        )
+
+    def _turn_lock(self, session_id: str) -> asyncio.Lock:
+        """Serialises "is the session busy?" with starting a turn, within this process.
+
+        The store has no conditional "create unless busy", so across processes on one
+        PostgreSQL two `reject` messages can still both be accepted (see docs/server.md).
+        """
+        lock = self._turn_locks.get(session_id)
+        if lock is None:
+            lock = self._turn_locks[session_id] = asyncio.Lock()
+        return lock
 
     def new_intent_id(self) -> str:
         """For callers whose client gave no key: a fresh one (no idempotency across calls)."""
@@ -132,16 +147,17 @@ class SessionHost:
 
     async def send_message(self, session_id: str, intent: SendMessage) -> IntentResult:
         async def body() -> tuple[IntentResult, bool]:
-            active = await self._active(session_id)
-            if active and intent.if_busy == "reject":
-                return self._reject(intent, "session_busy", "a turn is already active"), False
-            interrupt = active if intent.if_busy == "interrupt" else []
-            input_parts = [part.model_dump(mode="json") for part in intent.content]
-            trigger = {"kind": "message", "client_id": intent.client_id}
-            result = await self._start_turn(
-                session_id, intent, trigger, input_parts, None, interrupt
-            )
-            return result, True
+            async with self._turn_lock(session_id):
+                active = await self._active(session_id)
+                if active and intent.if_busy == "reject":
+                    return self._reject(intent, "session_busy", "a turn is already active"), False
+                interrupt = active if intent.if_busy == "interrupt" else []
+                input_parts = [part.model_dump(mode="json") for part in intent.content]
+                trigger = {"kind": "message", "client_id": intent.client_id}
+                result = await self._start_turn(
+                    session_id, intent, trigger, input_parts, None, interrupt
+                )
+                return result, True
 
         return await self._idempotent(session_id, intent, body)
 
