@@ -284,3 +284,40 @@ async def test_store_survives_reopen(tmp_path: Path, clock: FakeClock) -> None:
     async with await open_store(url) as s:
         assert [a["seq"] for a in await s.read("ses_a")] == [1]
         assert (await s.get_execution("exe_1")).status == "queued"
+
+
+async def test_a_failing_unit_in_a_busy_batch_rolls_back_alone(
+    store: Store, clock: FakeClock
+) -> None:
+    # Under load the SQLite writer commits many callers' units in one transaction; a
+    # unit that is fenced or conflicts must vanish without taking its neighbours along.
+    await _queued(store, clock, "exe_1")
+    stale = await store.claim("sup_a", clock.now, TTL)
+    assert stale is not None
+    clock.advance(TTL + 1)
+    assert await store.claim("sup_b", clock.now, TTL) is not None
+
+    async def good(k: int) -> list[int]:
+        return await store.append("ses_a", [action("ses_a", k)])
+
+    async def fenced_out() -> None:
+        async with store.fenced("exe_1", stale.epoch) as tx:
+            tx.append("ses_a", [action("ses_a", 999)])
+            tx.put_checkpoint_step(1, b"stale")
+
+    async def conflicting() -> None:
+        async with store.transaction() as tx:
+            tx.append("ses_a", [action("ses_a", 998)])
+            tx.create_execution(execution("exe_1", "ses_a", clock.now))
+
+    jobs = (
+        [good(k) for k in range(20)]
+        + [fenced_out(), conflicting()]
+        + [good(k) for k in range(20, 40)]
+    )
+    results = await asyncio.gather(*jobs, return_exceptions=True)
+    assert isinstance(results[20], Fenced) and isinstance(results[21], Conflict)
+    log = await store.read("ses_a")
+    assert sorted(a["id"] for a in log) == sorted(action("ses_a", k)["id"] for k in range(40))
+    assert [a["seq"] for a in log] == list(range(1, 41))
+    assert (await store.load_checkpoint("exe_1")).steps == []

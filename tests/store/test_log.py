@@ -167,3 +167,23 @@ async def test_notify_wakes_another_store_instance(pg_url: str) -> None:
             await writer.append("ses_x", [action("ses_x", 1)])
             assert await asyncio.wait_for(anext(watcher), 5) == ("ses_x", 1)
             assert [a["seq"] for a in await reader.read("ses_x")] == [1]
+
+
+@pytest.mark.postgres
+async def test_appenders_in_two_processes_share_one_gapless_sequence(pg_url: str) -> None:
+    # Two Store instances are two processes to PostgreSQL: only the session-row lock
+    # keeps their seqs apart and in commit order.
+    async with await open_store(pg_url) as a, await open_store(pg_url) as b:
+        await a.create_session("ses_hot", created_at=1.0)
+
+        async def appender(store: Store, w: int) -> list[int]:
+            seqs = []
+            for k in range(40):
+                seqs += await store.append("ses_hot", [action("ses_hot", w * 1000 + k)])
+            return seqs
+
+        results = await asyncio.gather(*(appender((a, b)[w % 2], w) for w in range(8)))
+        seqs = sorted(s for r in results for s in r)
+        assert seqs == list(range(1, 8 * 40 + 1))
+        log = await b.read("ses_hot", limit=10_000)
+        assert [x["seq"] for x in log] == seqs
