@@ -752,7 +752,114 @@ def anomaly_wrong_session() -> Log:
     log.session()
     log.add("session.updated", {"title": "Hijack"}, session_id="ses_01JOTHER00000000000000000")
     log.add("session.updated", {"title": "Fine"})
+    log.add("telemetry.sampled", {"rate": 1}, session_id="ses_01JOTHER00000000000000000")
     assert log.session_id == SESSION
+    return log
+
+
+@vector("floats in free-form values are written as JavaScript writes numbers")
+def free_form_floats() -> Log:
+    log = Log()
+    log.add("session.created", {"title": "floats", "metadata": {"ratio": 0.25, "whole": 3.0}})
+    log.turn(T1)
+    log.start(T1)
+    log.add(
+        "tool_call.started",
+        {
+            "tool_call_id": "call_01",
+            "name": "sample",
+            "title": "Sample",
+            "kind": "other",
+            "input": {
+                "temperature": 0.7,
+                "n": 1.0,
+                "tiny": 1e-05,
+                "tinier": 1.5e-07,
+                "big": 1e16,
+                "huge": 1e21,
+                "neg": -2.5,
+                "list": [0.1, 2.0, 3],
+            },
+        },
+        turn=T1,
+        run=R,
+    )
+    log.add(
+        "input_request.opened",
+        {
+            "request_id": "req_01",
+            "reason": "input_required",
+            "tool_call_id": "call_01",
+            "prompt": "Score?",
+            "response_schema": {"type": "number", "minimum": 0.5},
+        },
+        turn=T1,
+        run=R,
+    )
+    log.add(
+        "input_request.resolved",
+        {
+            "request_id": "req_01",
+            "outcome": "answered",
+            "payload": {"score": 2.5, "exact": 10.0},
+            "answered_by": {"client_id": "cli_a", "principal_id": "prn_owner"},
+        },
+        turn=T1,
+    )
+    log.end(T1)
+    return log
+
+
+@vector("content parts of an unknown type are kept as they came (forward compatibility)")
+def unknown_content_part() -> Log:
+    log = Log()
+    log.session()
+    log.turn(T1)
+    log.start(T1)
+    log.add(
+        "message.added",
+        {
+            "message_id": "msg_a1",
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "Here: "},
+                {
+                    "type": "image",
+                    "uri": "blob:sha256:" + "ab" * 32,
+                    "alt": "chart",
+                    "size": {"w": 640, "h": 480},
+                },
+            ],
+        },
+        turn=T1,
+        run=R,
+    )
+    log.end(T1)
+    return log
+
+
+@vector("a corrupt log with a worker cycle counts usage once per worker and terminates")
+def worker_cycle() -> Log:
+    log = Log()
+    log.session()
+    log.turn(T1)
+    log.start(T1)
+    for worker, parent in (("run_self", "run_self"), ("run_a", "run_b"), ("run_b", "run_a")):
+        log.add(
+            "worker.started",
+            {
+                "worker_run_id": worker,
+                "parent_run_id": parent,
+                "parent_tool_call_id": "call_x",
+                "name": "w",
+                "task": "t",
+            },
+            turn=T1,
+            run=parent,
+        )
+    log.usage(T1, "run_self")
+    log.usage(T1, "run_a", n=2)
+    log.end(T1)
     return log
 
 

@@ -14,7 +14,13 @@ import pytest
 
 from opennua.protocol.actions import ACTION_TYPES, action_from_json
 from opennua.protocol.reducer import SequenceGap, reduce, replay
-from opennua.protocol.state import Session, initial_state, state_from_json, state_to_json
+from opennua.protocol.state import (
+    Session,
+    canonical_json,
+    initial_state,
+    state_from_json,
+    state_to_json,
+)
 from tests.conformance.regen import VECTOR_DIR, build, render
 
 FILES = sorted(VECTOR_DIR.glob("*.json"))
@@ -26,9 +32,7 @@ def _load(path: Path) -> dict[str, Any]:
 
 
 def _expected(vector: dict[str, Any]) -> str:
-    return json.dumps(
-        vector["expected_state"], sort_keys=True, separators=(",", ":"), ensure_ascii=False
-    )
+    return canonical_json(vector["expected_state"])
 
 
 def _run(raw_actions: list[str], state: Session, start: int, vector: dict[str, Any]) -> Session:

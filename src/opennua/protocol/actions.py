@@ -42,7 +42,24 @@ class ResourceLinkPart(_Frozen):
     media_type: str | None = None
 
 
-ContentPart = Annotated[TextPart | ResourceLinkPart, Field(discriminator="type")]
+class OtherPart(_Frozen):
+    """A content part of a type this version does not know, kept as it came."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+    type: str
+
+
+def _part_tag(value: Any) -> str:
+    kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
+    return kind if kind in ("text", "resource_link") else "other"
+
+
+ContentPart = Annotated[
+    Annotated[TextPart, Tag("text")]
+    | Annotated[ResourceLinkPart, Tag("resource_link")]
+    | Annotated[OtherPart, Tag("other")],
+    Discriminator(_part_tag),
+]
 
 
 class PluginRef(_Frozen):

@@ -62,10 +62,12 @@ def reduce(state: Session, action: a.Action) -> Session:
     if seq != state["seq"] + 1:
         raise SequenceGap(expected=state["seq"] + 1, got=seq)
     handler = _HANDLERS.get(action.type)
-    if handler is not None:
+    foreign = state["session_id"] is not None and action.session_id != state["session_id"]
+    if handler is not None or foreign:
         try:
-            if state["session_id"] is not None and action.session_id != state["session_id"]:
+            if foreign:
                 raise _Anomaly(f"action belongs to session {action.session_id}")
+            assert handler is not None
             handler(state, action)
         except _Anomaly as anomaly:
             state["anomalies"].append(
@@ -498,9 +500,12 @@ def _usage_recorded(state: Session, action: a.UsageRecordedAction) -> None:
         _add_usage(by_model[model_key], d)
     _add_usage(turn["usage"], d)
     _add_usage(state["usage"], d)
-    # A worker's usage includes that of the workers it started.
+    # A worker's usage includes that of the workers it started. `seen` stops at a
+    # parent_run_id cycle, which only a corrupt log can contain.
+    seen: set[str] = set()
     worker = turn["workers"].get(action.run_id) if action.run_id is not None else None
-    while worker is not None:
+    while worker is not None and worker["worker_run_id"] not in seen:
+        seen.add(worker["worker_run_id"])
         _add_usage(worker["usage"], d)
         worker = turn["workers"].get(worker["parent_run_id"])
 

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import copy
 import json
+import math
+from collections.abc import Iterator
+from decimal import Decimal
 from typing import Literal
 
 from pydantic import JsonValue, TypeAdapter
@@ -261,11 +264,89 @@ def initial_state() -> Session:
 def state_to_json(state: Session) -> str:
     """Canonical JSON: sorted keys, no whitespace, UTF-8 text (not \\u-escaped).
 
-    The web client produces the same bytes with `JSON.stringify` over key-sorted objects;
-    the state holds only strings, integers, booleans, null, lists and objects, so the two
-    serialisations agree.
+    The web client produces the same bytes with `JSON.stringify` over key-sorted objects.
+    Free-form values (tool input, answers, metadata) may hold floats, which Python and
+    JavaScript print differently (`1.0` / `1`, `1e-05` / `0.00001`); those are written the
+    way JavaScript writes numbers, so the two serialisations agree.
     """
-    return json.dumps(state, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return canonical_json(state)
+
+
+def canonical_json(value: object) -> str:
+    # The C encoder is three times faster; it is right whenever no float is present.
+    return "".join(_write(value)) if _has_float(value) else _dumps(value)
+
+
+def _has_float(value: object) -> bool:
+    if isinstance(value, float):
+        return True
+    if isinstance(value, dict):
+        return any(_has_float(item) for item in value.values())
+    if isinstance(value, list):
+        return any(_has_float(item) for item in value)
+    return False
+
+
+_dumps = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+).encode
+_encode_string = json.encoder.encode_basestring
+
+
+def _write(value: object) -> Iterator[str]:
+    if value is None:
+        yield "null"
+    elif value is True:
+        yield "true"
+    elif value is False:
+        yield "false"
+    elif isinstance(value, str):
+        yield _encode_string(value)
+    elif isinstance(value, int):
+        yield str(value)
+    elif isinstance(value, float):
+        yield js_number(value)
+    elif isinstance(value, list):
+        yield "["
+        for index, item in enumerate(value):
+            if index:
+                yield ","
+            yield from _write(item)
+        yield "]"
+    elif isinstance(value, dict):
+        yield "{"
+        for index, key in enumerate(sorted(value)):
+            if index:
+                yield ","
+            yield _encode_string(key)
+            yield ":"
+            yield from _write(value[key])
+        yield "}"
+    else:
+        raise TypeError(f"not a JSON value: {type(value).__name__}")
+
+
+def js_number(number: float) -> str:
+    """`number` as ECMAScript's Number::toString writes it (shortest round-trip digits)."""
+    if math.isnan(number) or math.isinf(number):
+        raise ValueError(f"not a JSON number: {number}")
+    if number == 0:
+        return "0"
+    sign, digits, exponent = Decimal(repr(number)).as_tuple()
+    text = "".join(map(str, digits)).rstrip("0")
+    exponent = int(exponent) + len(digits) - len(text)
+    k = len(text)
+    n = k + exponent  # the value is 0.<text> × 10^n
+    prefix = "-" if sign else ""
+    if k <= n <= 21:
+        return prefix + text + "0" * (n - k)
+    if 0 < n <= 21:
+        return prefix + text[:n] + "." + text[n:]
+    if -6 < n <= 0:
+        return prefix + "0." + "0" * -n + text
+    power = n - 1
+    mantissa = text if k == 1 else text[0] + "." + text[1:]
+    return f"{prefix}{mantissa}e{'+' if power > 0 else '-'}{abs(power)}"
 
 
 def state_from_json(raw: str | bytes) -> Session:

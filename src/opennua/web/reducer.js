@@ -81,14 +81,13 @@ export function reduce(state, action) {
   if (seq <= state.seq) return state;
   if (seq !== state.seq + 1) throw new SequenceGap(state.seq + 1, seq);
   const handler = own(HANDLERS, action.type);
-  if (handler !== undefined) {
+  const foreign = state.session_id !== null && action.session_id !== state.session_id;
+  if (handler !== undefined || foreign) {
     // Normalised before any write: an action the Python side could not even load
     // throws here and leaves the state as it was.
-    const act = normaliseAction(action);
+    const act = handler !== undefined ? normaliseAction(action) : action;
     try {
-      if (state.session_id !== null && act.session_id !== state.session_id) {
-        throw new Anomaly(`action belongs to session ${act.session_id}`);
-      }
+      if (foreign) throw new Anomaly(`action belongs to session ${act.session_id}`);
       handler(state, act);
       state.last_activity_at = act.ts;
     } catch (error) {
@@ -240,7 +239,9 @@ const resourceLinkPart = model({
 function contentPart(raw, path) {
   if (raw?.type === "text") return textPart(raw, path);
   if (raw?.type === "resource_link") return resourceLinkPart(raw, path);
-  throw new InvalidAction(`${path}.type`, `unknown content part ${JSON.stringify(raw?.type)}`);
+  // A part of a type this version does not know is kept as it came (actions.OtherPart).
+  if (typeof raw?.type !== "string") throw new InvalidAction(`${path}.type`, "field required");
+  return clone(raw);
 }
 const content = required(listOf(contentPart));
 const pluginRef = model({ name: REQUIRED, version: REQUIRED, digest: REQUIRED });
