@@ -63,8 +63,8 @@ def append_program(
         last.update((r[0], r[1]) for r in rows)
     pairs = sorted({(sid, a["id"]) for sid, acts in items if sid in last for a in acts})
     known: dict[tuple[str, str], int] = {}
-    for part in chunks(pairs, 400):
-        table, params = d.pairs(part)
+    for pair_part in chunks(pairs, 400):
+        table, params = d.pairs(pair_part)
         rows = yield Query(
             f"SELECT a.session_id, a.action_id, a.seq FROM {table} JOIN actions a "
             "ON a.session_id = v.column1 AND a.action_id = v.column2",

@@ -54,7 +54,8 @@ def migrate_sqlite(conn: sqlite3.Connection, target: int | None = None) -> int:
     )
     conn.execute("BEGIN IMMEDIATE")
     try:
-        (found,) = conn.execute("SELECT coalesce(max(version), 0) FROM schema_version").fetchone()
+        row = conn.execute("SELECT coalesce(max(version), 0) FROM schema_version").fetchone()
+        found = int(row[0])
         if found > len(steps):
             raise SchemaTooNew(found, len(steps))
         for m in steps[found:supported]:

@@ -142,7 +142,7 @@ class PostgresStore(Store):
     def _take(self) -> list[_Pending]:
         if not self._queue[0].unit.append_only:
             return [self._queue.popleft()]
-        batch = []
+        batch: list[_Pending] = []
         while self._queue and self._queue[0].unit.append_only and len(batch) < _MAX_BATCH:
             batch.append(self._queue.popleft())
         return batch

@@ -41,7 +41,8 @@ def get_session(session_id: str) -> Program[Session]:
 def list_sessions(
     limit: int, cursor: str | None, workspace_id: str | None
 ) -> Program[Page[Session]]:
-    where, params = [], []
+    where: list[str] = []
+    params: list[Any] = []
     if workspace_id is not None:
         where.append("workspace_id = ?")
         params.append(workspace_id)
