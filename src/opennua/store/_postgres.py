@@ -267,10 +267,9 @@ class PostgresStore(Store):
                 with contextlib.suppress(psycopg.OperationalError):
                     conn = await psycopg.AsyncConnection.connect(self._url, autocommit=True)
                     await conn.execute(f"LISTEN {_CHANNEL}")
+                    # Wake-ups sent while disconnected are lost; watchers that need
+                    # certainty re-read on a timer (a wake-up is only a hint).
                     self._listener = conn
-                    # Wake-ups may have been missed while disconnected: a wake-up is only
-                    # a hint, so tell every watcher to re-read the sessions it follows.
-                    self._hub.publish({})
 
     async def close(self) -> None:
         if self._closed:
