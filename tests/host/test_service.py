@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from pathlib import Path
 from typing import Any
 
@@ -10,8 +10,11 @@ import pytest
 
 from opennua.host import CreateSession, SessionHost
 from opennua.protocol import (
+    Accepted,
     AnswerInput,
     Cancel,
+    Conflict,
+    IntentResult,
     RetryTurn,
     SendMessage,
     action_from_dict,
@@ -33,6 +36,12 @@ def _msg(key: str, text: str = "hi", **extra: Any) -> SendMessage:
     return SendMessage(intent_id=key, client_id="cli_a", content=[TextPart(text=text)], **extra)
 
 
+async def _accept(result: Awaitable[IntentResult]) -> Accepted:
+    accepted = await result
+    assert isinstance(accepted, Accepted), accepted
+    return accepted
+
+
 async def _session(host: SessionHost, key: str = "int_s") -> str:
     result = await host.create_session(CreateSession(intent_id=key, client_id="cli_a", title="t"))
     assert result.type == "accepted"
@@ -50,14 +59,13 @@ async def test_create_session_is_idempotent(env: Env) -> None:
 
 async def test_accepted_message_is_one_unit_with_deterministic_ids(env: Env) -> None:
     sid = await _session(env.host)
-    result = await env.host.send_message(sid, _msg("int_m"))
-    assert result.type == "accepted"
+    result = await _accept(env.host.send_message(sid, _msg("int_m")))
     started, queued = (await env.host.history(sid, after=1))[:2]
     assert started["id"] == action_id(f"host:{sid}", "int_m/turn.started")
     assert started["ts"] == "2027-01-15T08:00:00.000Z"
     assert queued["data"] == {"state": "queued"}
     execution = await env.store.get_execution(result.ids["execution_id"])
-    assert execution.snapshot_digest.startswith("sha256:")
+    assert (execution.snapshot_digest or "").startswith("sha256:")
     assert execution.deadline_at == env.clock() + 3600
     assert execution.trigger["kind"] == "message" and execution.trigger["client_id"] == "cli_a"
     # Replaying the intent returns the stored result and appends nothing.
@@ -67,7 +75,7 @@ async def test_accepted_message_is_one_unit_with_deterministic_ids(env: Env) -> 
 
 async def test_rejections_are_not_stored_so_the_key_can_be_retried(env: Env) -> None:
     sid = await _session(env.host)
-    first = await env.host.send_message(sid, _msg("int_1"))
+    first = await _accept(env.host.send_message(sid, _msg("int_1")))
     busy = await env.host.send_message(sid, _msg("int_2", if_busy="reject"))
     assert busy.type == "rejected" and busy.code == "session_busy"
     await env.host.cancel(sid, Cancel(intent_id="int_c", client_id="cli_a"))
@@ -108,7 +116,7 @@ async def test_cancel_unknown_or_idle(env: Env) -> None:
 async def test_answer_after_cancel_is_gone_and_conflict_is_replayed(env: Env) -> None:
     options = [{"option_id": "ok", "name": "OK", "kind": "allow_once"}]
     sid = await _session(env.host)
-    first = await env.host.send_message(sid, _msg("int_1"))
+    first = await _accept(env.host.send_message(sid, _msg("int_1")))
     eid, tid = first.ids["execution_id"], first.ids["turn_id"]
     rid = await park_for_input(env, sid, eid, tid, options=options)
     win = await env.host.answer_input(
@@ -117,10 +125,11 @@ async def test_answer_after_cancel_is_gone_and_conflict_is_replayed(env: Env) ->
     assert win.type == "accepted"
     lose = AnswerInput(intent_id="int_a2", client_id="cli_b", request_id=rid, option_id="ok")
     lost = await env.host.answer_input(sid, lose)
-    assert lost.type == "conflict" and lost.resolution["answered_by"]["client_id"] == "cli_a"
+    assert isinstance(lost, Conflict)
+    assert lost.resolution["answered_by"] == {"client_id": "cli_a", "principal_id": "prn_owner"}
     assert await env.host.answer_input(sid, lose) == lost
 
-    second = await env.host.send_message(sid, _msg("int_2"))
+    second = await _accept(env.host.send_message(sid, _msg("int_2")))
     # Finish the first execution so the second can be claimed and parked.
     claimed = await env.store.claim("sup", env.clock(), 15)
     assert claimed is not None and claimed.execution.execution_id == eid
@@ -169,7 +178,8 @@ async def test_snapshot_is_stored_every_500_actions_and_equals_replay(env: Env) 
     await env.host.send_message(sid, _msg("int_m"))
     seq, state = await env.host.snapshot(sid)
     assert seq == 603
-    assert (await env.store.get_snapshot(sid)).seq == 601  # not yet: no turn ended
+    stored = await env.store.get_snapshot(sid)
+    assert stored is not None and stored.seq == 601  # not yet: no turn ended
     # A fresh host (no cache) starts from the stored snapshot and reduces the tail.
     fresh = SessionHost(env.store, env.hub, clock=env.clock, agent_digest="d")
     _, cold = await fresh.snapshot(sid)
@@ -180,7 +190,7 @@ async def test_snapshot_is_stored_every_500_actions_and_equals_replay(env: Env) 
 async def test_late_answer_after_the_deadline_sweep_is_gone(env: Env) -> None:
     options = [{"option_id": "ok", "name": "OK", "kind": "allow_once"}]
     sid = await _session(env.host)
-    sent = await env.host.send_message(sid, _msg("int_1"))
+    sent = await _accept(env.host.send_message(sid, _msg("int_1")))
     rid = await park_for_input(
         env, sid, sent.ids["execution_id"], sent.ids["turn_id"], options=options
     )

@@ -11,6 +11,7 @@ import httpx
 import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
+from websockets.typing import Origin
 
 from opennua.protocol import action_from_dict, replay, state_to_json
 
@@ -47,7 +48,7 @@ def _client(base: str) -> httpx.AsyncClient:
 
 
 async def _setup(client: httpx.AsyncClient) -> str:
-    sid = (await client.post("/v1/sessions", json={"title": "s"})).json()["session_id"]
+    sid: str = (await client.post("/v1/sessions", json={"title": "s"})).json()["session_id"]
     for text in ("one", "two"):
         body = {"content": [{"type": "text", "text": text}]}
         assert (await client.post(f"/v1/sessions/{sid}/messages", json=body)).status_code == 202
@@ -82,7 +83,7 @@ async def test_websocket_actions_out_intents_in(env: Env) -> None:
         sid = await _setup(client)
         url = f"ws://{base}/v1/sessions/{sid}/ws?after=3&client_id=cli_ws"
         async with connect(url, additional_headers=AUTH) as ws:
-            seqs = []
+            seqs: list[int] = []
             while len(seqs) < 2:
                 frame = json.loads(await asyncio.wait_for(ws.recv(), 10))
                 if frame["type"] == "action":
@@ -201,11 +202,13 @@ async def test_websocket_cookie_needs_own_origin(env: Env) -> None:
         cookie = f"nua_session={login.cookies['nua_session']}"
         url = f"ws://{base}/v1/sessions/{sid}/ws?after=5&client_id=cli_browser"
         with pytest.raises(InvalidStatus) as refused:
-            async with connect(url, additional_headers={"Cookie": cookie}, origin="http://evil"):
+            async with connect(
+                url, additional_headers={"Cookie": cookie}, origin=Origin("http://evil")
+            ):
                 pass
         assert refused.value.response.status_code == 403
         own = f"http://{base}"
-        async with connect(url, additional_headers={"Cookie": cookie}, origin=own) as ws:
+        async with connect(url, additional_headers={"Cookie": cookie}, origin=Origin(own)) as ws:
             await ws.send(json.dumps({"type": "update_session", "intent_id": "i", "title": "x"}))
             while (frame := json.loads(await asyncio.wait_for(ws.recv(), 10)))["type"] != "result":
                 pass

@@ -44,7 +44,7 @@ async def _frames_with_heartbeats(
     try:
         while True:
             if pending is None:
-                pending = asyncio.ensure_future(anext(frames))  # type: ignore[arg-type]
+                pending = asyncio.ensure_future(anext(frames))
             done, _ = await asyncio.wait({pending}, timeout=every)
             if not done:
                 yield None
