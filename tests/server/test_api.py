@@ -289,7 +289,7 @@ async def test_unexpected_errors_are_problem_json(env: Env, monkeypatch: Any) ->
     async def broken(session_id: str) -> Any:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(env.host, "snapshot", broken)
+    monkeypatch.setattr(env.host, "snapshot_json", broken)
     transport = httpx.ASGITransport(app=env.app, raise_app_exceptions=False)
     async with httpx.AsyncClient(transport=transport, base_url="http://t", headers=AUTH) as c:
         response = await c.get("/v1/sessions/ses_x")

@@ -287,6 +287,16 @@ class SessionHost:
 
     async def snapshot(self, session_id: str) -> tuple[int, State]:
         """`(seq, state)`: the stored snapshot (or the cached fold) plus the reduced tail."""
+        state = await self._fold(session_id)
+        return state["seq"], copy_state(state)
+
+    async def snapshot_json(self, session_id: str) -> tuple[int, str]:
+        """`(seq, canonical state JSON)`, without copying the state (the catch-up path)."""
+        state = await self._fold(session_id)
+        return state["seq"], state_to_json(state)
+
+    async def _fold(self, session_id: str) -> State:
+        """The cached state advanced to the log's end (shared: callers must not mutate)."""
         if session_id not in self._states:
             # Checked before a lock exists: unknown ids must not leave one behind.
             await self.store.get_session(session_id)
@@ -318,7 +328,7 @@ class SessionHost:
             while len(self._states) > _CACHE_SESSIONS:
                 evicted, _ = self._states.popitem(last=False)
                 self._locks.pop(evicted, None)
-            return state["seq"], copy_state(state)
+            return state
 
     async def history(
         self, session_id: str, after: int = 0, limit: int = 100
@@ -522,7 +532,7 @@ class SessionHost:
         never replays a long log."""
         async for session_id, _seq in wakeups:
             try:
-                await self.snapshot(session_id)
+                await self._fold(session_id)
             except Exception:
                 _log.warning("snapshot of %s failed", session_id, exc_info=True)
 

@@ -243,9 +243,11 @@ def create_app(
         return {"items": items, "next_cursor": page.next_cursor}
 
     @app.get("/v1/sessions/{session_id}")
-    async def snapshot(session_id: str) -> dict[str, Any]:
-        seq, state = await host.snapshot(session_id)
-        return {"seq": seq, "state": state}
+    async def snapshot(session_id: str) -> Response:
+        # The canonical state JSON is spliced in as is: no re-encoding of a large state.
+        seq, state_json = await host.snapshot_json(session_id)
+        body = f'{{"seq":{seq},"state":{state_json}}}'
+        return Response(body, media_type="application/json")
 
     @app.patch("/v1/sessions/{session_id}")
     async def update_session(
