@@ -38,10 +38,23 @@ from opennua.store import InvalidInput, NotFound, Store
 from . import _problems
 from ._guard import COOKIE, Guard, cookie_value
 from ._metrics import Metrics
-from ._problems import Problem, problem_response
+from ._problems import PROBLEM_JSON, Problem, problem_response
 from ._streams import HEARTBEAT_SECONDS, dispatch, sse_stream, websocket_session
 
 MAX_BODY = 1 << 20
+
+
+def _errors_doc(*codes: str) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI `responses` for the problem codes a route may answer with."""
+    out: dict[int | str, dict[str, Any]] = {}
+    for code in ("unauthorized", *codes):
+        status = _problems.CODES[code][0]
+        entry = out.setdefault(status, {"description": "", "content": {PROBLEM_JSON: {}}})
+        entry["description"] = ", ".join(filter(None, [entry["description"], f"`{code}`"]))
+    return out
+
+
+_INTENT_ERRORS = ("not_found", "validation_error", "idempotency_key_reused", "request_in_flight")
 IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key", max_length=128)]
 
 
@@ -212,7 +225,7 @@ def create_app(
 
     # -- sessions -------------------------------------------------------------------------
 
-    @app.post("/v1/sessions", status_code=201)
+    @app.post("/v1/sessions", status_code=201, responses=_errors_doc(*_INTENT_ERRORS))
     async def create_session(body: CreateSessionBody, key: IdempotencyKey = None) -> JSONResponse:
         intent = build(
             CreateSession,
@@ -249,7 +262,7 @@ def create_app(
         body = f'{{"seq":{seq},"state":{state_json}}}'
         return Response(body, media_type="application/json")
 
-    @app.patch("/v1/sessions/{session_id}")
+    @app.patch("/v1/sessions/{session_id}", responses=_errors_doc(*_INTENT_ERRORS))
     async def update_session(
         session_id: str, body: UpdateSessionBody, key: IdempotencyKey = None
     ) -> JSONResponse:
@@ -317,7 +330,11 @@ def create_app(
 
     # -- intents --------------------------------------------------------------------------
 
-    @app.post("/v1/sessions/{session_id}/messages", status_code=202)
+    @app.post(
+        "/v1/sessions/{session_id}/messages",
+        status_code=202,
+        responses=_errors_doc(*_INTENT_ERRORS, "session_busy"),
+    )
     async def send_message(
         session_id: str, body: MessageBody, key: IdempotencyKey = None
     ) -> JSONResponse:
@@ -331,7 +348,11 @@ def create_app(
         result = await dispatch(host, session_id, intent)
         return answer(intent.type, result, 202, _ids(result, "turn_id", "execution_id"))
 
-    @app.post("/v1/sessions/{session_id}/cancel", status_code=202)
+    @app.post(
+        "/v1/sessions/{session_id}/cancel",
+        status_code=202,
+        responses=_errors_doc(*_INTENT_ERRORS, "turn_not_active"),
+    )
     async def cancel(session_id: str, body: CancelBody, key: IdempotencyKey = None) -> JSONResponse:
         intent = build(
             Cancel, intent_id=intent_id(body, key), client_id=body.client_id, turn_id=body.turn_id
@@ -339,7 +360,10 @@ def create_app(
         result = await dispatch(host, session_id, intent)
         return answer(intent.type, result, 202, _ids(result, "turn_id", "execution_id"))
 
-    @app.post("/v1/sessions/{session_id}/input-requests/{request_id}/answer")
+    @app.post(
+        "/v1/sessions/{session_id}/input-requests/{request_id}/answer",
+        responses=_errors_doc(*_INTENT_ERRORS, "input_request_resolved", "gone"),
+    )
     async def answer_input(
         session_id: str, request_id: str, body: AnswerBody, key: IdempotencyKey = None
     ) -> JSONResponse:
@@ -357,7 +381,11 @@ def create_app(
             resolution = (await store.get_input_request(request_id)).resolution
         return answer("answer_input", result, 200, {"resolution": resolution})
 
-    @app.post("/v1/sessions/{session_id}/turns/{turn_id}/retry", status_code=202)
+    @app.post(
+        "/v1/sessions/{session_id}/turns/{turn_id}/retry",
+        status_code=202,
+        responses=_errors_doc(*_INTENT_ERRORS, "turn_active"),
+    )
     async def retry(
         session_id: str, turn_id: str, body: RetryBody, key: IdempotencyKey = None
     ) -> JSONResponse:
