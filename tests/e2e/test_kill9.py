@@ -82,3 +82,27 @@ def test_kill9_before_and_after_the_approval_then_complete(tmp_path: Path) -> No
             assert len(turn["input_requests"]) == 1
     finally:
         server.stop()
+
+
+def test_metrics_count_appends_and_claims_of_a_real_server(tmp_path: Path) -> None:
+    server = Server(tmp_path, step_delay="0").start()
+    try:
+        with server.client() as client:
+            sid = client.post("/v1/sessions", json={"title": "m", "client_id": "cli_t"}).json()[
+                "session_id"
+            ]
+            client.post(
+                f"/v1/sessions/{sid}/messages",
+                json={"client_id": "cli_t", "content": [{"type": "text", "text": "go"}]},
+            )
+            wait_for(lambda: _state(client, sid)["state"]["open_input_requests"])
+            text = client.get("/metrics").text
+        values = {
+            line.split(" ")[0]: float(line.split(" ")[1])
+            for line in text.splitlines()
+            if line and not line.startswith("#")
+        }
+        assert values["nua_claims_total"] >= 1
+        assert values["nua_actions_appended_total"] >= 3
+    finally:
+        server.stop()

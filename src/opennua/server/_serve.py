@@ -73,8 +73,10 @@ async def serve(config: ServeConfig) -> None:
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     supervisor_id = f"sup_{socket.gethostname()}_{os.getpid()}_{secrets.token_hex(3)}"
+    # One registry per process; a supervisor in this process counts its claims there too.
+    metrics = Metrics()
     async with store:
-        supervisor = None
+        supervisor: Supervisor | None = None
         tasks: list[asyncio.Task[None]] = []
         if config.role in ("all", "supervisor"):
             supervisor = Supervisor(
@@ -83,21 +85,22 @@ async def serve(config: ServeConfig) -> None:
                 supervisor_id=supervisor_id,
                 data_dir=config.data_dir,
                 ttl=config.lease_ttl,
+                on_claim=metrics.claims.inc,
+                on_fenced=metrics.fenced_writes.inc,
             )
             tasks.append(asyncio.create_task(supervisor.run()))
         server = None
         if config.role in ("all", "host"):
             hub = Hub(store.read)
-            nudge = supervisor.nudge if supervisor is not None else None
             host = SessionHost(
                 store,
                 hub,
                 clock=time.time,
                 agent_digest=agent.digest,
                 deadline_seconds=config.deadline_seconds,
-                on_append=(lambda _count: nudge()) if nudge else None,
+                on_append=lambda count: _appended(metrics, supervisor, count),
             )
-            app = create_app(host, store, hub, token=token, metrics=Metrics())
+            app = create_app(host, store, hub, token=token, metrics=metrics)
             server = uvicorn.Server(
                 uvicorn.Config(
                     app, host=config.host, port=config.port, log_level="warning", lifespan="on"
@@ -113,6 +116,12 @@ async def serve(config: ServeConfig) -> None:
         for task in tasks:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(task, 10)
+
+
+def _appended(metrics: Metrics, supervisor: Supervisor | None, count: int) -> None:
+    metrics.actions_appended.inc(count)
+    if supervisor is not None:
+        supervisor.nudge()  # an accepted message or answer may be claimable now
 
 
 def _announce(config: ServeConfig, model: str, supervisor_id: str) -> None:

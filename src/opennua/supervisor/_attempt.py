@@ -43,6 +43,7 @@ class AttemptConfig:
     data_dir: Path
     clock: Callable[[], float]
     model: Any = None  # a pydantic-ai Model overriding the agent's (tests)
+    on_fenced: Callable[[], None] = lambda: None  # metrics: a write or renewal was fenced
 
 
 def host_action(
@@ -86,6 +87,7 @@ class Attempt:
 
     def _lost(self) -> None:
         self.fenced = True
+        self.config.on_fenced()
 
     def _ts(self) -> str:
         return rfc3339(self.config.clock())
@@ -191,7 +193,7 @@ class Attempt:
                     execution.execution_id, self.claimed.epoch, now, self.config.ttl
                 )
             except Fenced:
-                self.fenced = True
+                self._lost()
                 if self._task is not None:
                     self._task.cancel()
                 return

@@ -38,10 +38,13 @@ class Supervisor:
         concurrency: int = 8,
         clock: Callable[[], float] = time.time,
         model: Any = None,
+        on_claim: Callable[[], None] = lambda: None,
+        on_fenced: Callable[[], None] = lambda: None,
     ) -> None:
         self.store = store
         self.agent = agent
-        self.config = AttemptConfig(supervisor_id, ttl, data_dir, clock, model)
+        self.config = AttemptConfig(supervisor_id, ttl, data_dir, clock, model, on_fenced)
+        self._on_claim = on_claim
         self._poll = poll_interval
         self._slots = asyncio.Semaphore(concurrency)
         self._attempts: dict[asyncio.Task[None], Attempt] = {}
@@ -68,6 +71,7 @@ class Supervisor:
                         await asyncio.wait_for(self._nudge.wait(), self._poll)
                     continue
                 self.claims += 1
+                self._on_claim()
                 attempt = Attempt(self.store, self.agent, claimed, self.config)
                 task = asyncio.create_task(attempt.run())
                 self._attempts[task] = attempt
