@@ -28,7 +28,7 @@ REPORT = (
     "# Report\n\n"
     f"{WORKER_SUMMARY}\n\n"
     "## Checks\n\n"
-    "- notes.md was written and counted with `wc -l`.\n"
+    "- notes.md was written, counted with `wc -l` and the count logged to checks.log.\n"
     "- A researcher sub-agent read and summarized it.\n"
 )
 FINAL = (
@@ -62,7 +62,12 @@ MAIN_SCRIPT: tuple[ScriptStep, ...] = (
     ),
     ScriptStep(
         reasoning="Counting the lines needs a shell command, which needs approval.",
-        calls=(call("shell", command="wc -l < notes.md"),),
+        # Appends, so the effect is countable: checks.log has one line per run of it.
+        calls=(
+            call(
+                "shell", command='echo "$(wc -l < notes.md) lines" >> checks.log && cat checks.log'
+            ),
+        ),
     ),
     ScriptStep(
         reasoning="The notes check out. A researcher can summarize them.",

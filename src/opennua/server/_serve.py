@@ -53,13 +53,26 @@ def owner_token(data_dir: Path) -> str:
     """The local owner token, created once with mode 0600 (the CLI reads it from here)."""
     path = data_dir / "token"
     if path.exists():
-        return path.read_text(encoding="utf-8").strip()
+        return _read_token(path)
     data_dir.mkdir(parents=True, exist_ok=True)
     token = secrets.token_urlsafe(32)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        # Another process sharing this data directory created it first: use theirs.
+        return _read_token(path)
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         handle.write(token + "\n")
     return token
+
+
+def _read_token(path: Path) -> str:
+    for _ in range(50):
+        token = path.read_text(encoding="utf-8").strip()
+        if token:
+            return token
+        time.sleep(0.01)  # the creator has the file open and is about to write it
+    raise RuntimeError(f"the owner token file {path} is empty")
 
 
 async def serve(config: ServeConfig) -> None:
