@@ -59,6 +59,8 @@ class CallsMixin:
         self, events: list[RuntimeEvent], ledger: Sequence[LedgerOp] = ()
     ) -> None: ...
     async def _race(self, work: Awaitable[T]) -> T: ...
+    async def _settle(self) -> None: ...
+    async def _poll(self) -> None: ...
     def _issue(self, run: RunState) -> list[RuntimeEvent]: ...
     def _can_issue(self) -> bool: ...
 
@@ -131,6 +133,10 @@ class CallsMixin:
             return
         elif not run.started:
             await self._start(run, call)
+        if tool.idempotent:
+            await self._poll()
+        else:
+            await self._settle()  # its ledger `started` must be durable before it runs
         await self._execute(run, call, tool, args)
 
     async def _start(self, run: RunState, call: PendingCall, suffix: str = "running") -> None:

@@ -5,6 +5,13 @@ the state (the checkpoint step) and the ledger ops, in one journal commit. State
 are applied live by the same `apply` a resume replays, so the two cannot drift. The next
 step's opening facts (the next tool's ledger `started`, the next model call's
 `message.started`) ride in the commit that ends the current step: one commit per step.
+
+Commits are pipelined, at most one in flight: the loop goes on computing the next step
+while the previous commit waits on the disk, and waits for it (`_settle`) before anything
+that needs it durable: the next commit or emit (so commits land in order and a failed one
+stops everything after it), a tool that is not idempotent (its ledger `started` rides in
+that commit), and returning an outcome. Only an idempotent tool can run ahead of its
+`started` record; a crash then re-runs it with the same key, which is its contract.
 """
 
 from __future__ import annotations
@@ -100,6 +107,7 @@ class AgentLoop(CallsMixin):
         self._last_full = 0
         self._streaming: tuple[RunState, str, str] | None = None  # run, message id, key
         self._running_call: tuple[RunState, str] | None = None
+        self._inflight: asyncio.Future[None] | None = None
         self.state: ExecState
 
     # -- entry point ---------------------------------------------------------------------
@@ -119,22 +127,32 @@ class AgentLoop(CallsMixin):
             for server in self.agent.mcp_servers:
                 tools.extend(await connect_mcp(stack, server))
             self._tools = {t.name: t for t in tools}
-            await self._open(prompt)
-            root = self.state.runs[self.state.root_run_id]
             try:
-                await self._drive(root, depth=0)
-            except _Suspend as s:
-                await self._flush()
-                return Suspended((s.request_id,), self.state.step_no)
-            except _Cancelled:
-                await self._end_all("cancelled", None)
-                return Stopped("cancelled", None, self.state.usage_total())
-            except _Stop as s:
-                error = pa.ErrorInfo(code=s.code, message=s.message) if s.code else None
-                await self._end_all(s.reason, error)
-                return Stopped(s.reason, error, self.state.usage_total())  # type: ignore[arg-type]
+                return await self._run(prompt)
+            finally:
+                await self._abandon()
+
+    async def _run(self, prompt: str | None) -> Outcome:
+        await self._open(prompt)
+        root = self.state.runs[self.state.root_run_id]
+        try:
+            await self._drive(root, depth=0)
+        except _Suspend as s:
             await self._flush()
-            return Completed(root.output or "", self.state.usage_total())
+            await self._settle()
+            return Suspended((s.request_id,), self.state.step_no)
+        except _Cancelled:
+            await self._end_all("cancelled", None)
+            await self._settle()
+            return Stopped("cancelled", None, self.state.usage_total())
+        except _Stop as s:
+            error = pa.ErrorInfo(code=s.code, message=s.message) if s.code else None
+            await self._end_all(s.reason, error)
+            await self._settle()
+            return Stopped(s.reason, error, self.state.usage_total())  # type: ignore[arg-type]
+        await self._flush()
+        await self._settle()
+        return Completed(root.output or "", self.state.usage_total())
 
     async def _open(self, prompt: str | None) -> None:
         stored = await self.journal.load()
@@ -167,6 +185,28 @@ class AgentLoop(CallsMixin):
     def _event(self, key: str, run_id: str, data: BaseModel) -> RuntimeEvent:
         return RuntimeEvent(key=key, run_id=run_id, data=data)
 
+    async def _settle(self) -> None:
+        """Wait for the commit in flight; its failure (e.g. `Fenced`) is raised here."""
+        inflight, self._inflight = self._inflight, None
+        if inflight is not None:
+            await inflight
+
+    async def _poll(self) -> None:
+        """Let the commit in flight reach the journal; if it already ended, settle it, so a
+        failed commit stops the loop before it starts more work."""
+        if self._inflight is not None:
+            await asyncio.sleep(0)
+            if self._inflight.done():
+                await self._settle()
+
+    async def _abandon(self) -> None:
+        # Leaving with an error while a commit is in flight: let it finish (it may land)
+        # without raising over the error already propagating.
+        inflight, self._inflight = self._inflight, None
+        if inflight is not None:
+            with suppress(BaseException):
+                await inflight
+
     async def _commit(self, events: list[RuntimeEvent], ledger: Sequence[LedgerOp] = ()) -> None:
         await self._flush()
         ops, self._ops = self._ops, []
@@ -178,7 +218,10 @@ class AgentLoop(CallsMixin):
             self.state.step_no = step_no
             full = encode_full(self.state)
             self._last_full, self._since_full = len(full), 0
-        await self.journal.commit(events, CheckpointRecord(step_no, payload, full), ledger)
+        await self._settle()
+        self._inflight = asyncio.ensure_future(
+            self.journal.commit(events, CheckpointRecord(step_no, payload, full), ledger)
+        )
         self.state.step_no = step_no
         for op in ledger:
             self._ledger[op.tool_call_id] = {"start": "started", "complete": "completed"}.get(
@@ -198,6 +241,7 @@ class AgentLoop(CallsMixin):
     async def _flush(self) -> None:
         if self._buf:
             batch, self._buf = self._buf, []
+            await self._settle()
             await self.journal.emit(batch)
 
     # -- cancellation ----------------------------------------------------------------------
