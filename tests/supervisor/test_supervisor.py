@@ -176,3 +176,124 @@ async def test_deadline_passing_while_waiting_ends_the_turn(tmp_path: Path) -> N
         assert state["turns"][0]["stop_reason"] == "deadline_exceeded"
         assert state["open_input_requests"] == []
         assert state["status"] == "idle"
+
+
+async def _run_until(supervisor: Supervisor) -> asyncio.Task[None]:
+    return asyncio.create_task(supervisor.run())
+
+
+async def _stop(supervisor: Supervisor, runner: asyncio.Task[None]) -> None:
+    await supervisor.shutdown()
+    runner.cancel()
+    await asyncio.gather(runner, return_exceptions=True)
+
+
+async def test_cancel_reaches_a_running_attempt_within_a_heartbeat(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NUA_DEMO_STEP_DELAY", "0.3")
+    store = await open_store(f"sqlite:///{tmp_path}/nua.db", data_dir=tmp_path)
+    async with store:
+        await _accept(store, time.time())
+        supervisor = Supervisor(
+            store,
+            default_agent("scripted:demo"),
+            supervisor_id="sup_a",
+            data_dir=tmp_path,
+            ttl=0.6,
+            poll_interval=0.05,
+        )
+        runner = await _run_until(supervisor)
+        try:
+
+            async def running() -> bool:
+                return (await store.get_execution(EID)).status == "running"
+
+            await _wait(running)
+            await store.request_cancel(EID)
+            cancelled_at = time.monotonic()
+
+            async def ended() -> bool:
+                return (await store.get_execution(EID)).status == "cancelled"
+
+            await _wait(ended, timeout=5)
+            # One heartbeat is TTL/3 = 0.2 s; allow for the step in flight to wind down.
+            assert time.monotonic() - cancelled_at < 2.0
+        finally:
+            await _stop(supervisor, runner)
+        state = await _state(store)
+        turn = state["turns"][0]
+        assert turn["stop_reason"] == "cancelled"
+        assert state["status"] == "idle"
+        assert all(c["status"] != "in_progress" for c in turn["tool_calls"].values())
+
+
+async def test_graceful_shutdown_hands_the_execution_over_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NUA_DEMO_STEP_DELAY", "0.2")
+    store = await open_store(f"sqlite:///{tmp_path}/nua.db", data_dir=tmp_path)
+    async with store:
+        await _accept(store, time.time())
+        agent = default_agent("scripted:demo")
+        first = Supervisor(
+            store, agent, supervisor_id="sup_a", data_dir=tmp_path, ttl=30, poll_interval=0.05
+        )
+        runner = await _run_until(first)
+
+        async def claimed_by(owner: str) -> bool:
+            return (await store.get_execution(EID)).owner == owner
+
+        await _wait(lambda: claimed_by("sup_a"))
+        await _stop(first, runner)
+        assert (await store.get_execution(EID)).status == "queued"
+        second = Supervisor(
+            store, agent, supervisor_id="sup_b", data_dir=tmp_path, ttl=30, poll_interval=0.05
+        )
+        runner = await _run_until(second)
+        try:
+            started = time.monotonic()
+            # Far sooner than the 30 s lease: the first supervisor released it.
+            await _wait(lambda: claimed_by("sup_b"), timeout=5)
+            assert time.monotonic() - started < 5
+            await _wait(lambda: store.list_input_requests(SID, status="open"))
+        finally:
+            await _stop(second, runner)
+        attempts = (await _state(store))["turns"][0]["attempts"]
+        assert [a["supervisor_id"] for a in attempts] == ["sup_a", "sup_b"]
+
+
+async def test_deadline_passing_while_running_ends_the_turn(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NUA_DEMO_STEP_DELAY", "0.3")
+    store = await open_store(f"sqlite:///{tmp_path}/nua.db", data_dir=tmp_path)
+    async with store:
+        clock = [time.time()]
+        await _accept(store, clock[0], deadline=60)
+        supervisor = Supervisor(
+            store,
+            default_agent("scripted:demo"),
+            supervisor_id="sup_a",
+            data_dir=tmp_path,
+            ttl=0.6,
+            poll_interval=0.05,
+            clock=lambda: clock[0],
+        )
+        runner = await _run_until(supervisor)
+        try:
+
+            async def running() -> bool:
+                return (await store.get_execution(EID)).status == "running"
+
+            await _wait(running)
+            clock[0] += 61  # the absolute deadline passes mid-run
+
+            async def ended() -> bool:
+                return (await store.get_execution(EID)).status == "deadline_exceeded"
+
+            await _wait(ended, timeout=5)
+        finally:
+            await _stop(supervisor, runner)
+        turn = (await _state(store))["turns"][0]
+        assert turn["stop_reason"] == "deadline_exceeded"
