@@ -9,12 +9,12 @@ from collections.abc import Awaitable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
-from pydantic_ai.messages import ModelRequest, RetryInfo, ToolReturnPart
+from pydantic_ai.messages import RetryInfo, ToolReturnPart
 
 from opennua.protocol import actions as pa
 from opennua.runtime._env import APPROVE, RETRY, SKIP, Limits, RunEnv
 from opennua.runtime._journal import LedgerOp, LedgerStatus
-from opennua.runtime._state import ExecState, Op, PendingCall, RunState, dump_message
+from opennua.runtime._state import ExecState, Op, PendingCall, RunState, encode_part
 from opennua.runtime._tools import InputRequired, Tool, ToolContext, validation_message
 from opennua.runtime.errors import ToolError
 from opennua.runtime.events import RuntimeEvent
@@ -372,17 +372,10 @@ class CallsMixin:
         ledger: list[LedgerOp] | None = None,
     ) -> None:
         ledger = list(ledger or [])
-        wire = dump_message(ModelRequest(parts=[part]))["parts"][0]
-        self._op(
-            {
-                "op": "result",
-                "run": run.run_id,
-                "call_id": call.call_id,
-                "part": wire,
-                "retries": retries,
-            },
-            live=part,
-        )
+        op: Op = {"op": "result", "run": run.run_id, "part": encode_part(part)}
+        if retries:
+            op["retries"] = retries
+        self._op(op, live=part)
         events += self._ride(run, ledger)
         await self._commit(events, ledger)
 

@@ -61,12 +61,15 @@ from opennua.runtime._state import (
     dump_message,
     encode_full,
     encode_step,
-    first_step,
 )
 from opennua.runtime._tools import Tool
 from opennua.runtime.events import RuntimeEvent
 
 T = TypeVar("T")
+#: A full checkpoint is written once the steps since the last one reach this many times its
+#: (compressed) size: a resume reads at most (1 + this) times a full's size, and the fulls
+#: written add up to a bounded multiple of the history (each one ~3x the one before).
+_COMPACT_FACTOR = 2
 
 
 class AgentLoop(CallsMixin):
@@ -165,7 +168,7 @@ class AgentLoop(CallsMixin):
                 root_run_id=self.env.root_run_id,
             )
             self._ledger = dict(stored.ledger)
-            self._last_full = len(stored.full or b"")
+            self._last_full = _COMPACT_FACTOR * len(stored.full or b"")
             self._since_full = sum(len(p) for _, p in stored.steps)
             return
         if prompt is None:
@@ -211,13 +214,14 @@ class AgentLoop(CallsMixin):
         await self._flush()
         ops, self._ops = self._ops, []
         step_no = self.state.step_no + 1
-        payload = first_step(self.state.snapshot_digest, ops) if step_no == 1 else encode_step(ops)
+        digest = self.state.snapshot_digest if step_no == 1 else None
+        payload = encode_step(self.state, ops, digest=digest)
         full = None
         self._since_full += len(payload)
         if step_no > 1 and self._since_full >= max(self._last_full, self.limits.compact_min_bytes):
             self.state.step_no = step_no
             full = encode_full(self.state)
-            self._last_full, self._since_full = len(full), 0
+            self._last_full, self._since_full = _COMPACT_FACTOR * len(full), 0
         await self._settle()
         self._inflight = asyncio.ensure_future(
             self.journal.commit(events, CheckpointRecord(step_no, payload, full), ledger)

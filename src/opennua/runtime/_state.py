@@ -5,12 +5,20 @@ and when a checkpoint is loaded, so the state a new attempt rebuilds is, by cons
 the state the old one had. A checkpoint step stores the ops of one commit (what that step
 adds: one model response or one tool result, plus O(1) counters); a full checkpoint is the
 whole state, written now and then so a resume replays a bounded tail.
+
+Format 2 keeps the step small, since one is written per tool call: ops name their run by
+its index (runs are created in the same order on replay), a plain tool return is stored as
+`[tool_name, content, provider_call_id, timestamp(, outcome)]` instead of pydantic-ai's
+wire JSON (whose serializer was also the loop's biggest CPU cost), and the full checkpoint
+is zlib-compressed, since it repeats the history the steps already spelled out.
 """
 
 from __future__ import annotations
 
 import json
+import zlib
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic_ai.messages import (
@@ -24,7 +32,7 @@ from pydantic_ai.messages import (
 from opennua.runtime.errors import IncompatibleCheckpoint
 
 #: Bumped whenever the meaning of an op or of the full state changes.
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 Op = dict[str, Any]
 RunStatus = Literal["running", "completed", "failed", "cancelled"]
@@ -141,11 +149,7 @@ def apply(state: ExecState, op: Op, live: Any = None) -> None:
         run.waiting = None
         run.answer = op["answer"]
     elif kind == "result":
-        part = (
-            live
-            if live is not None
-            else _load_messages([{"kind": "request", "parts": [op["part"]]}])[0].parts[0]
-        )
+        part = live if live is not None else decode_part(op["part"])
         run.returns.append(part)  # type: ignore[arg-type]
         run.next_call += 1
         run.started, run.answer, run.child, run.waiting = False, None, None, None
@@ -168,11 +172,57 @@ def apply(state: ExecState, op: Op, live: Any = None) -> None:
 # -- the two record kinds ---------------------------------------------------------------------
 
 
-def encode_step(ops: list[Op]) -> bytes:
-    return json.dumps({"v": FORMAT_VERSION, "ops": ops}, separators=(",", ":")).encode()
+def encode_part(part: ToolReturnPart) -> Any:
+    """A tool return, compact when it is a plain one (the common case), else pydantic-ai's
+    wire JSON."""
+    if (
+        isinstance(part.content, str)
+        and part.tool_kind is None
+        and part.metadata is None
+        and part.retry is None
+    ):
+        wire = [part.tool_name, part.content, part.tool_call_id, part.timestamp.isoformat()]
+        if part.outcome != "success":
+            wire.append(part.outcome)
+        return wire
+    return dump_message(ModelRequest(parts=[part]))["parts"][0]
+
+
+def decode_part(wire: Any) -> ToolReturnPart:
+    if isinstance(wire, list):
+        name, content, call_id, ts, *outcome = wire
+        return ToolReturnPart(
+            tool_name=name,
+            content=content,
+            tool_call_id=call_id,
+            timestamp=datetime.fromisoformat(ts),
+            outcome=outcome[0] if outcome else "success",
+        )
+    return _load_messages([{"kind": "request", "parts": [wire]}])[0].parts[0]  # type: ignore[return-value]
+
+
+def _compact(state: ExecState, ops: list[Op]) -> list[Op]:
+    index = {run_id: i for i, run_id in enumerate(state.runs)}
+    out = []
+    for op in ops:
+        if op["op"] != "run":
+            op = {**op, "run": index[op["run"]]}
+        out.append(op)
+    return out
+
+
+def encode_step(state: ExecState, ops: list[Op], *, digest: str | None = None) -> bytes:
+    """One commit's ops. The first step also pins the snapshot digest, so a resume checks
+    it even before the first full checkpoint exists."""
+    doc: dict[str, Any] = {"v": FORMAT_VERSION}
+    if digest is not None:
+        doc["digest"] = digest
+    doc["ops"] = _compact(state, ops)
+    return json.dumps(doc, separators=(",", ":")).encode()
 
 
 def encode_full(state: ExecState) -> bytes:
+    """The whole state, compressed: it repeats what the steps before it spelled out."""
     runs = []
     for r in state.runs.values():
         runs.append(
@@ -193,7 +243,7 @@ def encode_full(state: ExecState) -> bytes:
                 "started": r.started,
                 "waiting": r.waiting,
                 "answer": r.answer,
-                "returns": dump_message(ModelRequest(parts=r.returns))["parts"],
+                "returns": [encode_part(p) for p in r.returns],
                 "child": r.child,
                 "plan": r.plan,
                 "usage": r.usage,
@@ -209,7 +259,16 @@ def encode_full(state: ExecState) -> bytes:
         "model_calls": state.model_calls,
         "runs": runs,
     }
-    return json.dumps(doc, separators=(",", ":")).encode()
+    return zlib.compress(json.dumps(doc, separators=(",", ":")).encode(), 6)
+
+
+def _inflate(payload: bytes) -> bytes:
+    if payload[:1] == b"{":
+        return payload
+    try:
+        return zlib.decompress(payload)
+    except zlib.error as exc:
+        raise IncompatibleCheckpoint(f"unreadable checkpoint: {exc}") from exc
 
 
 def decode(
@@ -218,7 +277,7 @@ def decode(
     """Rebuild the state from a full checkpoint and the steps after it, checking that it was
     written by this checkpoint format and this agent definition."""
     if full is not None:
-        doc = json.loads(full)
+        doc = json.loads(_inflate(full))
         _check(doc.get("v"), doc.get("snapshot_digest"), snapshot_digest)
         state = ExecState(root_run_id=doc["root_run_id"], snapshot_digest=snapshot_digest)
         state.step_no, state.model_calls = doc["step_no"], doc["model_calls"]
@@ -238,9 +297,7 @@ def decode(
                 started=r["started"],
                 waiting=r["waiting"],
                 answer=r["answer"],
-                returns=list(
-                    _load_messages([{"kind": "request", "parts": r["returns"]}])[0].parts  # type: ignore[arg-type]
-                ),
+                returns=[decode_part(p) for p in r["returns"]],
                 child=r["child"],
                 plan=r["plan"],
                 usage=r["usage"],
@@ -250,10 +307,15 @@ def decode(
             state.runs[run.run_id] = run
     else:
         state = ExecState(root_run_id=root_run_id, snapshot_digest=snapshot_digest)
+    run_ids = list(state.runs)
     for step_no, payload in steps:
-        doc = json.loads(payload)
+        doc = json.loads(_inflate(payload))
         _check(doc.get("v"), doc.get("digest", snapshot_digest), snapshot_digest)
         for op in doc["ops"]:
+            if op["op"] == "run":
+                run_ids.append(op["run"])
+            else:
+                op["run"] = run_ids[op["run"]]
             apply(state, op)
         state.step_no = step_no
     return state
@@ -269,11 +331,3 @@ def _check(version: Any, digest: Any, expected_digest: str) -> None:
             f"checkpoint was written for agent snapshot {str(digest)[:19]}…, "
             f"this attempt runs {expected_digest[:19]}…"
         )
-
-
-def first_step(snapshot_digest: str, ops: list[Op]) -> bytes:
-    """The first step also pins the snapshot digest, so a resume checks it even before the
-    first full checkpoint exists."""
-    return json.dumps(
-        {"v": FORMAT_VERSION, "digest": snapshot_digest, "ops": ops}, separators=(",", ":")
-    ).encode()
