@@ -2,19 +2,69 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Annotated
+
 import typer
 
+from opennua.cli._context import EXIT_CODES_HELP, Settings
+from opennua.cli._demo import demo
+from opennua.cli._intents import answer, cancel, retry
+from opennua.cli._read import artifact_app, artifacts, history, sessions, show, trace, usage
+from opennua.cli._run import attach, run
 from opennua.cli._schema import schema
 from opennua.cli._serve import serve_command
 
-app = typer.Typer(name="nua", no_args_is_help=True, add_completion=False)
-app.command()(schema)
+app = typer.Typer(
+    name="nua",
+    no_args_is_help=True,
+    add_completion=False,
+    epilog=EXIT_CODES_HELP,
+    rich_markup_mode=None,
+)
 app.command(name="serve")(serve_command)
+app.command()(demo)
+app.command()(run)
+app.command()(attach)
+app.command()(answer)
+app.command()(sessions)
+app.command()(show)
+app.command()(history)
+app.command()(usage)
+app.command()(trace)
+app.command()(cancel)
+app.command()(retry)
+app.command()(artifacts)
+app.add_typer(artifact_app, name="artifact")
+app.command()(schema)
 
 
 @app.callback()
-def _root() -> None:
-    """opennua: a durable runtime for long-running AI agents."""
+def _root(
+    ctx: typer.Context,
+    url: Annotated[
+        str | None,
+        typer.Option(envvar="NUA_URL", help="Server URL (default: DATA/url, else :7421)."),
+    ] = None,
+    token: Annotated[
+        str | None,
+        typer.Option(envvar="NUA_TOKEN", help="Bearer token (default: DATA/token)."),
+    ] = None,
+    data: Annotated[
+        Path | None,
+        typer.Option(envvar="NUA_DATA", help="Data directory (default ~/.nua)."),
+    ] = None,
+    client_id: Annotated[
+        str | None,
+        typer.Option(envvar="NUA_CLIENT_ID", help="This client's id (default: a new cli_ id)."),
+    ] = None,
+) -> None:
+    """opennua: a durable runtime for long-running AI agents.
+
+    Start the embedded server with `nua serve`, then `nua run "…"` in another terminal;
+    or try everything at once with `nua demo`.
+    """
+    ctx.obj = Settings(url_option=url, token_option=token, data_option=data, client_id=client_id)
 
 
 def main() -> None:

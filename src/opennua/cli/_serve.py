@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import os
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from opennua.cli._context import default_data_dir, write_url_file
 from opennua.server._serve import DEFAULT_PORT, ServeConfig, serve
-
-
-def default_data_dir() -> Path:
-    return Path(os.environ.get("NUA_DATA", Path.home() / ".nua"))
 
 
 def serve_command(
@@ -33,8 +29,12 @@ def serve_command(
     if role not in ("all", "host", "supervisor"):
         typer.echo(f"error: --role must be all, host or supervisor, not {role!r}", err=True)
         raise typer.Exit(2)
+    data_dir = data or default_data_dir()
+    if role in ("all", "host"):
+        # So `nua run` and friends on this data directory find the server without --url.
+        write_url_file(data_dir, host, port)
     config = ServeConfig(
-        data_dir=data or default_data_dir(),
+        data_dir=data_dir,
         db=db,
         role=role,  # type: ignore[arg-type]
         host=host,

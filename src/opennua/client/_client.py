@@ -1,0 +1,401 @@
+"""The HTTP side of the client: reads, and intents that are safe to retransmit.
+
+Every intent carries an `intent_id` that is also its `Idempotency-Key`. When a request
+times out or the connection drops, its outcome is unknown, so the client sends the very
+same intent again with the same key: the Host either performs it once or replays the
+stored result. A new decision (a retry of a turn, a second message) always gets a new key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import time
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import httpx
+
+from opennua.protocol import (
+    Accepted,
+    AnswerInput,
+    Cancel,
+    RetryTurn,
+    SendMessage,
+    Session,
+    UpdateSession,
+    new_id,
+)
+
+from ._backoff import Backoff
+from ._errors import (
+    ApiError,
+    ConflictError,
+    IntegrityError,
+    ServerError,
+    UnreachableError,
+    error_from_response,
+)
+from ._local import LocalSession
+from ._subscription import Subscription
+
+DEFAULT_URL = "http://127.0.0.1:7421"
+Sleep = Callable[[float], Awaitable[None]]
+
+#: Transport failures after which a request's outcome is unknown (or it never left).
+RETRYABLE = (httpx.TransportError,)
+
+
+def new_client_id() -> str:
+    return new_id("client", ms=int(time.time() * 1000), entropy=os.urandom(10))
+
+
+def new_intent_id() -> str:
+    # The Host's own keys look like this too: "int_" + a ULID.
+    return "int_" + new_id("action", ms=int(time.time() * 1000), entropy=os.urandom(10))[4:]
+
+
+@dataclass(frozen=True)
+class SessionPage:
+    items: list[dict[str, Any]]
+    next_cursor: str | None
+
+
+def connect(
+    url: str = DEFAULT_URL,
+    token: str | None = None,
+    *,
+    client_id: str | None = None,
+    timeout: float = 10.0,
+    intent_timeout: float = 30.0,
+    backoff: Backoff | None = None,
+    transport: httpx.AsyncBaseTransport | None = None,
+    sleep: Sleep = asyncio.sleep,
+) -> Client:
+    """A client for the server at `url`; use it as `async with connect(url, token) as c:`.
+
+    No request is made until the first call. `client_id` names this client in the actions
+    its intents cause (`answered_by`, triggers); it is stable for the client's lifetime.
+    `intent_timeout` bounds how long an intent is retransmitted before UnreachableError.
+    """
+    return Client(
+        url,
+        token,
+        client_id=client_id,
+        timeout=timeout,
+        intent_timeout=intent_timeout,
+        backoff=backoff,
+        transport=transport,
+        sleep=sleep,
+    )
+
+
+class Client:
+    def __init__(
+        self,
+        url: str,
+        token: str | None,
+        *,
+        client_id: str | None = None,
+        timeout: float = 10.0,
+        intent_timeout: float = 30.0,
+        backoff: Backoff | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        sleep: Sleep = asyncio.sleep,
+    ) -> None:
+        self.url = url.rstrip("/")
+        self.client_id = client_id or new_client_id()
+        self.intent_timeout = intent_timeout
+        self.backoff = backoff or Backoff()
+        self.sleep = sleep
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.http = httpx.AsyncClient(
+            base_url=self.url, headers=headers, timeout=timeout, transport=transport
+        )
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self.http.aclose()
+
+    # -- plumbing ------------------------------------------------------------------------
+
+    async def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        """One request; transport failures become UnreachableError, non-2xx a typed error."""
+        try:
+            response = await self.http.request(method, path, **kwargs)
+        except RETRYABLE as exc:
+            raise UnreachableError(self.url, _reason(exc)) from exc
+        if response.status_code >= 400:
+            raise error_from_response(response)
+        return response
+
+    async def get_json(self, path: str, **params: Any) -> Any:
+        return (await self.request("GET", path, params=params or None)).json()
+
+    async def send_intent(
+        self, method: str, path: str, body: dict[str, Any], intent_id: str
+    ) -> dict[str, Any]:
+        """Send until the Host answers, retransmitting the same key after unknown outcomes.
+
+        Retried: transport failures (the request may or may not have arrived), 409
+        `request_in_flight` (the first copy is still running) and 5xx (the store was
+        briefly unavailable, e.g. during a restart). Everything else is final.
+        """
+        deadline = time.monotonic() + self.intent_timeout
+        headers = {"Idempotency-Key": intent_id}
+        attempt = 0
+        while True:
+            try:
+                result: dict[str, Any] = (
+                    await self.request(method, path, json=body, headers=headers)
+                ).json()
+                return result
+            except UnreachableError:
+                if time.monotonic() >= deadline:
+                    raise
+            except ConflictError as exc:
+                if exc.code != "request_in_flight" or time.monotonic() >= deadline:
+                    raise
+            except ServerError:
+                if time.monotonic() >= deadline:
+                    raise
+            await self.sleep(self.backoff.delay(attempt))
+            attempt += 1
+
+    # -- reads ---------------------------------------------------------------------------
+
+    async def health(self) -> bool:
+        try:
+            return (await self.http.get("/healthz")).status_code == 200
+        except RETRYABLE:
+            return False
+
+    async def list_sessions(self, limit: int = 50, cursor: str | None = None) -> SessionPage:
+        params: dict[str, Any] = {"limit": limit}
+        if cursor:
+            params["cursor"] = cursor
+        body = await self.get_json("/v1/sessions", **params)
+        return SessionPage(body["items"], body.get("next_cursor"))
+
+    async def iter_sessions(self, page_size: int = 100) -> AsyncGenerator[dict[str, Any], None]:
+        cursor: str | None = None
+        while True:
+            page = await self.list_sessions(page_size, cursor)
+            for item in page.items:
+                yield item
+            if not page.next_cursor:
+                return
+            cursor = page.next_cursor
+
+    async def execution(self, execution_id: str) -> dict[str, Any]:
+        """The Supervisor's record: status, epoch, attempts, deadline."""
+        result: dict[str, Any] = await self.get_json(f"/v1/executions/{execution_id}")
+        return result
+
+    async def artifact(self, artifact_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = await self.get_json(f"/v1/artifacts/{artifact_id}")
+        return result
+
+    async def save_artifact(self, artifact_id: str, dest: Path) -> dict[str, Any]:
+        """Download to `dest`, verifying size and sha256 before the file appears there.
+
+        Returns the artifact's metadata. On a mismatch nothing is written and
+        IntegrityError is raised.
+        """
+        meta = await self.artifact(artifact_id)
+        digest = hashlib.sha256()
+        tmp = dest.with_name(f".{dest.name}.{os.getpid()}.part")
+        try:
+            with tmp.open("wb") as out:
+                async with self.http.stream("GET", f"/v1/artifacts/{artifact_id}/content") as r:
+                    if r.status_code >= 400:
+                        await r.aread()
+                        raise error_from_response(r)
+                    async for chunk in r.aiter_bytes():
+                        digest.update(chunk)
+                        out.write(chunk)
+                out.flush()
+                os.fsync(out.fileno())
+            actual = digest.hexdigest()
+            if actual != meta["sha256"]:
+                raise IntegrityError(artifact_id, meta["sha256"], actual)
+            tmp.replace(dest)
+        except RETRYABLE as exc:
+            raise UnreachableError(self.url, _reason(exc)) from exc
+        finally:
+            tmp.unlink(missing_ok=True)
+        return meta
+
+    async def read_artifact(self, artifact_id: str) -> tuple[dict[str, Any], bytes]:
+        """Metadata and verified bytes of a (small) artifact."""
+        meta = await self.artifact(artifact_id)
+        data = (await self.request("GET", f"/v1/artifacts/{artifact_id}/content")).content
+        actual = hashlib.sha256(data).hexdigest()
+        if actual != meta["sha256"]:
+            raise IntegrityError(artifact_id, meta["sha256"], actual)
+        return meta, data
+
+    # -- sessions ------------------------------------------------------------------------
+
+    async def create_session(
+        self,
+        title: str = "",
+        metadata: dict[str, Any] | None = None,
+        *,
+        intent_id: str | None = None,
+    ) -> SessionClient:
+        intent_id = intent_id or new_intent_id()
+        body = {
+            "title": title,
+            "metadata": metadata or {},
+            "client_id": self.client_id,
+            "intent_id": intent_id,
+        }
+        created = await self.send_intent("POST", "/v1/sessions", body, intent_id)
+        return self.session(created["session_id"])
+
+    def session(self, session_id: str) -> SessionClient:
+        return SessionClient(self, session_id)
+
+
+class SessionClient:
+    """One session: reads, intents, and live subscriptions sharing one LocalSession."""
+
+    def __init__(self, client: Client, session_id: str) -> None:
+        self.client = client
+        self.session_id = session_id
+        self.local = LocalSession()
+        self._path = f"/v1/sessions/{session_id}"
+
+    async def snapshot(self) -> tuple[int, Session]:
+        """`(seq, canonical state)` as the Host has it now."""
+        body = await self.client.get_json(self._path)
+        state: Session = body["state"]
+        return int(body["seq"]), state
+
+    async def history(
+        self, after: int = 0, page_size: int = 1000
+    ) -> AsyncGenerator[dict[str, Any], None]:
+        """Every action with seq > `after`, in order, as the Host stored it (raw JSON)."""
+        while True:
+            page = await self.client.get_json(f"{self._path}/actions", after=after, limit=page_size)
+            for action in page["actions"]:
+                yield action
+            if not page["actions"] or not page.get("more"):
+                return
+            after = page["next_after"]
+
+    def subscribe(
+        self,
+        after: int | None = None,
+        *,
+        replay_gaps: bool = False,
+        heartbeat_timeout: float = 45.0,
+    ) -> Subscription:
+        """A live view of this session kept in `self.local` (see `Subscription`)."""
+        return Subscription(
+            self, after, replay_gaps=replay_gaps, heartbeat_timeout=heartbeat_timeout
+        )
+
+    # -- intents -------------------------------------------------------------------------
+
+    async def send_message(
+        self,
+        content: str | list[dict[str, Any]],
+        *,
+        if_busy: Literal["reject", "enqueue", "interrupt"] = "enqueue",
+        intent_id: str | None = None,
+    ) -> Accepted:
+        """Start a turn. Shown at once in `local.pending` (the optimistic overlay) until
+        its `turn.started` arrives; rolled back there if the Host rejects it."""
+        parts = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        intent = SendMessage(
+            intent_id=intent_id or new_intent_id(),
+            client_id=self.client.client_id,
+            content=parts,
+            if_busy=if_busy,
+        )
+        self.local.propose(intent.intent_id, parts)
+        try:
+            ids = await self._send(intent, f"{self._path}/messages")
+        except (ApiError, UnreachableError) as exc:
+            code = exc.code if isinstance(exc, ApiError) else "unreachable"
+            self.local.reject(intent.intent_id, code, str(exc))
+            raise
+        self.local.accept(intent.intent_id, ids.get("turn_id"))
+        return Accepted(intent_id=intent.intent_id, ids=_strings(ids))
+
+    async def cancel(self, turn_id: str | None = None, *, intent_id: str | None = None) -> Accepted:
+        intent = Cancel(
+            intent_id=intent_id or new_intent_id(),
+            client_id=self.client.client_id,
+            turn_id=turn_id,
+        )
+        ids = await self._send(intent, f"{self._path}/cancel")
+        return Accepted(intent_id=intent.intent_id, ids=_strings(ids))
+
+    async def retry(self, turn_id: str, *, intent_id: str | None = None) -> Accepted:
+        """An explicit new decision: a new execution with `retry_of` (never a retransmission)."""
+        intent = RetryTurn(
+            intent_id=intent_id or new_intent_id(),
+            client_id=self.client.client_id,
+            turn_id=turn_id,
+        )
+        ids = await self._send(intent, f"{self._path}/turns/{turn_id}/retry", exclude={"turn_id"})
+        return Accepted(intent_id=intent.intent_id, ids=_strings(ids))
+
+    async def answer(
+        self,
+        request_id: str,
+        *,
+        option_id: str | None = None,
+        payload: Any = None,
+        intent_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Answer an input request; returns the resolution. If another answer won,
+        ConflictError carries its `resolution` and `answered_by`."""
+        intent = AnswerInput(
+            intent_id=intent_id or new_intent_id(),
+            client_id=self.client.client_id,
+            request_id=request_id,
+            option_id=option_id,
+            payload=payload,
+        )
+        path = f"{self._path}/input-requests/{request_id}/answer"
+        body = await self._send(intent, path, exclude={"request_id"})
+        resolution: dict[str, Any] = body.get("resolution") or {}
+        return resolution
+
+    async def update(self, title: str, *, intent_id: str | None = None) -> None:
+        intent = UpdateSession(
+            intent_id=intent_id or new_intent_id(), client_id=self.client.client_id, title=title
+        )
+        await self._send(intent, self._path, method="PATCH")
+
+    async def _send(
+        self,
+        intent: SendMessage | Cancel | AnswerInput | RetryTurn | UpdateSession,
+        path: str,
+        *,
+        exclude: set[str] | None = None,
+        method: str = "POST",
+    ) -> dict[str, Any]:
+        # The body is the protocol's intent object itself, minus what the path carries.
+        body = intent.model_dump(mode="json", exclude={"type", *(exclude or set())})
+        return await self.client.send_intent(method, path, body, intent.intent_id)
+
+
+def _strings(ids: dict[str, Any]) -> dict[str, str]:
+    return {k: str(v) for k, v in ids.items() if v is not None}
+
+
+def _reason(exc: Exception) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
