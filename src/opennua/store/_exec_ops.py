@@ -17,6 +17,7 @@ from ._sql import (
     Op,
     Program,
     Query,
+    Row,
     dumps,
     execution_from_row,
     loads,
@@ -32,15 +33,21 @@ def fence_program(d: Dialect, execution_id: str, epoch: int, owner: str | None) 
     The lock makes a concurrent claim skip the row and a concurrent heartbeat wait, so
     the epoch cannot move between this check and the unit's commit.
     """
-    rows = yield Query(
+
+    def check(rows: list[Row]) -> None:
+        if not rows:
+            raise NotFound("execution", execution_id)
+        current, status, current_owner = rows[0]
+        if current != epoch or status != "running" or owner not in (None, current_owner):
+            raise Fenced(execution_id, epoch, current, status)
+
+    # A check, not a read: nothing below depends on it, and a failed check rolls the whole
+    # unit back, so PostgreSQL can pipeline the unit's statements behind it.
+    yield Query(
         f"SELECT epoch, status, owner FROM executions WHERE execution_id = ?{d.for_update}",
         (execution_id,),
+        check=check,
     )
-    if not rows:
-        raise NotFound("execution", execution_id)
-    current, status, current_owner = rows[0]
-    if current != epoch or status != "running" or (owner is not None and owner != current_owner):
-        raise Fenced(execution_id, epoch, current, status)
 
 
 def _fenced_or_missing(d: Dialect, execution_id: str, epoch: int) -> Program[Fenced]:
@@ -251,13 +258,17 @@ class PutCheckpoint(Op):
 
     def run(self, d: Dialect, fx: Effects) -> Program[None]:
         table = "checkpoints" if self.full else "checkpoint_steps"
-        rows = yield Query(
+
+        def check(rows: list[Row]) -> None:
+            if not rows:
+                raise Conflict(table, f"{self.execution_id}/{self.step_no}", "already recorded")
+
+        yield Query(
             f"INSERT INTO {table} (execution_id, step_no, payload) VALUES (?, ?, ?) "
             "ON CONFLICT (execution_id, step_no) DO NOTHING RETURNING step_no",
             (self.execution_id, self.step_no, self.payload),
+            check=check,
         )
-        if not rows:
-            raise Conflict(table, f"{self.execution_id}/{self.step_no}", "already recorded")
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,16 +281,20 @@ class LedgerStart(Op):
     def run(self, d: Dialect, fx: Effects) -> Program[None]:
         # Re-starting is allowed (an idempotent tool re-run after a resume); re-starting
         # a call that completed is not: its effect already happened.
-        rows = yield Query(
+
+        def check(rows: list[Row]) -> None:
+            if not rows:
+                raise Conflict("tool call", self.tool_call_id, "already completed")
+
+        yield Query(
             "INSERT INTO tool_ledger (execution_id, tool_call_id, status, idempotency_key, "
             "result, updated_at) VALUES (?, ?, 'started', ?, NULL, ?) "
             "ON CONFLICT (execution_id, tool_call_id) DO UPDATE SET status = 'started', "
             "idempotency_key = excluded.idempotency_key, updated_at = excluded.updated_at "
             "WHERE tool_ledger.status <> 'completed' RETURNING status",
             (self.execution_id, self.tool_call_id, self.idempotency_key, self.now),
+            check=check,
         )
-        if not rows:
-            raise Conflict("tool call", self.tool_call_id, "already completed")
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,6 +309,13 @@ class LedgerSet(Op):
 
     def run(self, d: Dialect, fx: Effects) -> Program[None]:
         only_started = " AND status = 'started'" if self.status == "unknown" else ""
+
+        def missing(rows: list[Row]) -> None:
+            if not rows:
+                raise NotFound("tool call", self.tool_call_id)
+
+        # `completed` applies from any state, so no row updated means no entry: a check
+        # (pipelined on PostgreSQL). `unknown` needs a second look to say why it failed.
         rows = yield Query(
             "UPDATE tool_ledger SET status = ?, result = ?, updated_at = ? "
             f"WHERE execution_id = ? AND tool_call_id = ?{only_started} RETURNING status",
@@ -304,8 +326,9 @@ class LedgerSet(Op):
                 self.execution_id,
                 self.tool_call_id,
             ),
+            check=missing if self.status == "completed" else None,
         )
-        if not rows:
+        if not rows and self.status != "completed":
             rows = yield Query(
                 "SELECT status FROM tool_ledger WHERE execution_id = ? AND tool_call_id = ?",
                 (self.execution_id, self.tool_call_id),

@@ -96,13 +96,9 @@ def append_program(
             seqs.append(seq)
         out.append(seqs)
     if new_rows:
-        yield Query(
-            "INSERT INTO actions (session_id, seq, action_id, type, body) VALUES (?, ?, ?, ?, ?)",
-            new_rows,
-            many=True,
-        )
+        yield d.insert_actions(new_rows)
         moved = [(seq, sid) for sid, seq in last.items() if seq != first[sid]]
-        yield Query("UPDATE sessions SET last_seq = ? WHERE session_id = ?", moved, many=True)
+        yield d.move_last_seqs(moved)
         for seq, sid in moved:
             fx.wakeups[sid] = seq
     return out

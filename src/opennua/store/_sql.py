@@ -10,7 +10,7 @@ drift apart in semantics; a :class:`Dialect` supplies the few spellings that dif
 from __future__ import annotations
 
 import json
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, TypeVar
@@ -25,11 +25,18 @@ Row = tuple[Any, ...]
 
 @dataclass(frozen=True, slots=True)
 class Query:
-    """One statement, written with ``?`` placeholders. ``many``: executemany, no rows."""
+    """One statement, written with ``?`` placeholders. ``many``: executemany, no rows.
+
+    ``check``: the program does not need the rows, only to have them validated (it raises
+    the unit's error). A driver may then send later statements before the rows arrive and
+    run the check once they do, before COMMIT (PostgreSQL pipelines them: one round trip
+    for many statements); the program receives ``[]``.
+    """
 
     sql: str
     params: Sequence[Any] = ()
     many: bool = False
+    check: Callable[[list[Row]], None] | None = None
 
 
 Program = Generator[Query, list[Row], T]
@@ -57,6 +64,16 @@ class Dialect:
     def in_(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
         return f"{column} IN ({','.join('?' * len(values))})", list(values)
 
+    def insert_actions(self, rows: list[tuple[str, int, str, str, str]]) -> Query:
+        return Query(
+            "INSERT INTO actions (session_id, seq, action_id, type, body) VALUES (?, ?, ?, ?, ?)",
+            rows,
+            many=True,
+        )
+
+    def move_last_seqs(self, moved: list[tuple[int, str]]) -> Query:
+        return Query("UPDATE sessions SET last_seq = ? WHERE session_id = ?", moved, many=True)
+
     def pairs(self, pairs: Sequence[tuple[str, str]]) -> tuple[str, list[Any]]:
         """A derived table ``v(column1, column2)`` of string pairs, to JOIN against.
 
@@ -77,11 +94,34 @@ class PostgresDialect(Dialect):
     def in_(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
         return f"{column} = ANY(?)", [list(values)]
 
+    # One statement over arrays instead of executemany: a batch of a thousand appends is
+    # one INSERT for the server to plan and one message for the client to build.
+    def insert_actions(self, rows: list[tuple[str, int, str, str, str]]) -> Query:
+        cols = [list(c) for c in zip(*rows, strict=True)]
+        return Query(
+            "INSERT INTO actions (session_id, seq, action_id, type, body) "
+            "SELECT * FROM unnest(?::text[], ?::bigint[], ?::text[], ?::text[], ?::text[])",
+            cols,
+            check=_no_check,
+        )
+
+    def move_last_seqs(self, moved: list[tuple[int, str]]) -> Query:
+        return Query(
+            "UPDATE sessions s SET last_seq = v.seq "
+            "FROM unnest(?::bigint[], ?::text[]) AS v(seq, sid) WHERE s.session_id = v.sid",
+            [[m[0] for m in moved], [m[1] for m in moved]],
+            check=_no_check,
+        )
+
     def pairs(self, pairs: Sequence[tuple[str, str]]) -> tuple[str, list[Any]]:
         return (
             "unnest(?::text[], ?::text[]) AS v(column1, column2)",
             [[p[0] for p in pairs], [p[1] for p in pairs]],
         )
+
+
+def _no_check(rows: list[Row]) -> None:
+    """For a statement whose rows nobody needs: lets a pipelining driver not wait for it."""
 
 
 @lru_cache(maxsize=512)

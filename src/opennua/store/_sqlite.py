@@ -73,6 +73,9 @@ def drive(conn: sqlite3.Connection, program: Program[T]) -> T:
                     rows = []
                 else:
                     rows = conn.execute(query.sql, query.params).fetchall()
+                    if query.check is not None:
+                        query.check(rows)
+                        rows = []
             except sqlite3.IntegrityError as exc:
                 program.close()
                 raise Conflict("row", "", str(exc)) from exc
