@@ -35,7 +35,6 @@ from opennua.client import (
     SessionClient,
     Subscription,
 )
-from opennua.protocol import action_to_json
 from opennua.protocol.state import InputRequest, Session, Turn
 
 from ._context import ExitCode, who_answered
@@ -85,7 +84,8 @@ class Follower:
     """Draws the followed turns of one session until they end; returns an exit code.
 
     `turn_id` follows one turn (`nua run`); None follows the session's current turn and
-    any that start after it while this client watches (`nua attach`).
+    any that start after it while this client watches (`nua attach`). `until_seq` keeps
+    it going at least until the state reaches that seq (catching up after `--after N`).
     """
 
     def __init__(
@@ -99,6 +99,7 @@ class Follower:
         json_lines: bool = False,
         reasoning: bool = False,
         follow: bool = False,
+        until_seq: int = 0,
         lines: LineReader | None = None,
     ) -> None:
         self.session = session
@@ -109,6 +110,8 @@ class Follower:
         self.json_lines = json_lines
         self.reasoning = reasoning
         self.follow = follow
+        # Not done before the state has caught up with the log as it was when we started.
+        self.until_seq = until_seq
         self.lines = lines or LineReader()
         self.first_turn = 0
         self.cursor: dict[str, int] = {}
@@ -169,7 +172,8 @@ class Follower:
     def _on_event(self, event: Event) -> None:
         if isinstance(event, ActionEvent):
             if self.json_lines:
-                sys.stdout.write(action_to_json(event.action) + "\n")
+                # As the Host sent it, keys sorted: the same bytes `nua history --json` prints.
+                sys.stdout.write(json.dumps(event.raw, sort_keys=True, ensure_ascii=False) + "\n")
                 sys.stdout.flush()
             self.status = ""
         elif isinstance(event, ConnectionEvent):
@@ -197,6 +201,8 @@ class Follower:
             self._flush(turn)
         self._requests(followed)
         self._refresh()
+        if self.state["seq"] < self.until_seq:
+            return None
         if not followed:
             if self.turn_id is None and not self.follow:
                 self._print(Text("no turns yet", style="dim"))
@@ -278,12 +284,13 @@ class Follower:
             for request in turn["input_requests"].values()
             if request["status"] == "open"
         ]
-        if self._prompt_task is not None and self._prompt_task.done():
-            return  # our own answer is being reported; the next round clears it
-        if self._prompt_request is not None and not any(
-            r["request_id"] == self._prompt_request for _, r in open_requests
-        ):
-            self._withdraw(self._prompt_request)
+        asking = self._prompt_request
+        if asking is not None and not any(r["request_id"] == asking for _, r in open_requests):
+            resolution = self._resolution(asking) or {}
+            by = resolution.get("answered_by") or {}
+            if by.get("client_id") != self.session.client.client_id:
+                self._withdraw(asking, resolution)
+            # else: our own answer won; the question finishes by itself and says so.
         for turn, request in open_requests:
             rid = request["request_id"]
             if self.prompt and self._prompt_task is None and rid not in self.asked:
@@ -301,15 +308,12 @@ class Follower:
                     soft_wrap=True,
                 )
 
-    def _withdraw(self, request_id: str) -> None:
-        """Another client resolved the request we are asking about: stop asking."""
+    def _withdraw(self, request_id: str, resolution: dict[str, Any]) -> None:
+        """Another client resolved the request we are asking about: stop asking, say who."""
         if self._prompt_task is not None:
             self._prompt_task.cancel()
         self._prompt_task = self._prompt_request = None
-        resolution = self._resolution(request_id)
-        by = (resolution or {}).get("answered_by") or {}
-        mine = by.get("client_id") == self.session.client.client_id
-        if resolution is not None and resolution.get("status") == "resolved" and not mine:
+        if resolution.get("status") == "resolved":
             message = who_answered({**resolution, "request_id": request_id})
             self.stderr.print(Text(f"\n{message}", style="yellow"), soft_wrap=True)
         self._show()

@@ -165,11 +165,14 @@ async def attach_session(
     follow: bool,
 ) -> int:
     session = client.session(session_id)
+    # Replaying from --after N must reach today's log before "nothing runs" means done.
+    until_seq = (await session.snapshot())[0] if after is not None else 0
     async with session.subscribe(after, replay_gaps=json_lines) as live:
         follower = Follower(
             session,
             config.stdout,
             config.stderr,
+            until_seq=until_seq,
             prompt=prompt,
             json_lines=json_lines,
             reasoning=reasoning,

@@ -12,13 +12,14 @@ consumer that records every action (`nua run --json`) misses none.
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import httpx
 
-from opennua.protocol import Action, SequenceGap, Session, action_from_dict, action_from_json
+from opennua.protocol import Action, SequenceGap, Session, action_from_dict
 
 from ._errors import ServerError, UnreachableError, error_from_response
 from ._local import LocalSession
@@ -30,9 +31,11 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class ActionEvent:
-    """An action the Host appended, already reduced into `local.state`."""
+    """An action the Host appended, already reduced into `local.state`; `raw` is its JSON
+    exactly as the Host sent it (what a recorder should keep)."""
 
     action: Action
+    raw: dict[str, Any]
     kind: Literal["action"] = "action"
 
 
@@ -192,14 +195,15 @@ class Subscription:
                     return
                 if sse.event != "action":
                     continue
-                action = action_from_json(sse.data)
+                raw = json.loads(sse.data)
+                action = action_from_dict(raw)
                 try:
                     advanced = self.local.apply(action)
                 except SequenceGap:
                     yield "resync"
                     return
                 if advanced:
-                    yield ActionEvent(action)
+                    yield ActionEvent(action, raw)
 
     async def _resync(self) -> AsyncGenerator[Event, None]:
         self.resyncs += 1
@@ -209,7 +213,7 @@ class Subscription:
                 async for raw in actions:
                     action = action_from_dict(raw)
                     if self.local.apply(action):
-                        yield ActionEvent(action)
+                        yield ActionEvent(action, raw)
             return
         seq, state = await self.session.snapshot()
         if seq > before:

@@ -1,0 +1,105 @@
+"""The live view's behaviour around people: a question withdrawn when someone else answers
+first, Ctrl-C detaching while the task goes on, and `nua demo` from nothing."""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from rich.console import Console
+from typer.testing import CliRunner
+
+from opennua.cli import app
+from opennua.cli._live import Follower, LineReader
+from opennua.client import connect
+from tests.cli.conftest import Nua
+from tests.e2e._proc import free_port
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(60)]
+
+
+async def test_a_question_is_withdrawn_when_another_client_answers_first(nua: Nua) -> None:
+    read_end, write_end = os.pipe()  # a keyboard nobody types on
+    try:
+        async with connect(nua.server.url, nua.server.token, client_id="cli_slow") as client:
+            session = await client.create_session("withdrawn")
+            out, err = io.StringIO(), io.StringIO()
+            follower = Follower(
+                session,
+                Console(file=out, width=200),
+                Console(file=err, width=200),
+                prompt=True,
+                lines=LineReader(os.fdopen(read_end, "r", closefd=False)),
+            )
+            async with session.subscribe() as live:
+                accepted = await session.send_message("go")
+                follower.turn_id = accepted.ids["turn_id"]
+                nua.answer_when_open(session.session_id, client_id="cli_quick")
+                code = await follower.run(live)
+        assert code == 0
+        assert "? Allow Run command?" in out.getvalue()
+        assert "answered:" not in out.getvalue(), "this client never answered"
+        assert "already answered by cli_quick" in err.getvalue()
+        assert "■ end_turn" in out.getvalue()
+    finally:
+        os.close(write_end)
+        os.close(read_end)
+
+
+def test_ctrl_c_detaches_and_the_task_continues(nua: Nua) -> None:
+    env = {k: v for k, v in nua.env().items() if v is not None}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "opennua.cli", "run", "keep going", "--no-prompt"],
+        env=os.environ | env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        # Interrupt once the task waits for approval: the CLI is attached and idle.
+        sid = nua.session_titled("keep going")
+        nua.open_request(sid)
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, err.decode()
+    assert f"nua attach {sid}" in err.decode()
+    assert "keeps running" in err.decode()
+    # Nothing was cancelled: the task still waits for its answer on the server.
+    state = nua.state(sid)
+    assert state["status"] == "requires_action" and state["turns"][0]["state"] != "ended"
+    assert CliRunner().invoke(app, ["cancel", sid], env=nua.env()).exit_code == 0
+
+
+@pytest.mark.slow
+def test_demo_starts_a_server_runs_the_task_and_stops_it(tmp_path: Path) -> None:
+    port = free_port()
+    env = {
+        "NUA_DATA": str(tmp_path),
+        "NUA_URL": None,
+        "NUA_TOKEN": None,
+        "NUA_DEMO_STEP_DELAY": "0.02",
+        "COLUMNS": "200",
+    }
+    result = CliRunner().invoke(
+        app, ["demo", "--port", str(port), "--prompt"], env=env, input="1\n"
+    )
+    assert result.exit_code == 0, result.output
+    assert "? Allow Run command?" in result.stdout
+    assert "▣ artifact report.md" in result.stdout and "■ end_turn" in result.stdout
+    assert "started nua serve" in result.stderr and "stopped" in result.stderr
+    with pytest.raises(httpx.HTTPError):
+        httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1)
+    # The demo's session stays in its data directory for the next server.
+    assert (tmp_path / "nua.db").exists() and (tmp_path / "token").exists()

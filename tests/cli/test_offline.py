@@ -1,0 +1,158 @@
+"""What the CLI decides without a server: help, argument checks, where it looks for the
+server and token, and how errors map onto exit codes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+from typer.testing import CliRunner
+
+from opennua.cli import app
+from opennua.cli._context import ExitCode, Settings, exit_code_for, write_url_file
+from opennua.client import (
+    DEFAULT_URL,
+    ConflictError,
+    GoneError,
+    IntegrityError,
+    InvalidRequestError,
+    NotFoundError,
+    ServerError,
+    UnauthorizedError,
+    UnreachableError,
+)
+from opennua.client._errors import error_from_response
+
+COMMANDS = (
+    "serve",
+    "demo",
+    "run",
+    "attach",
+    "answer",
+    "sessions",
+    "show",
+    "history",
+    "usage",
+    "trace",
+    "cancel",
+    "retry",
+    "artifacts",
+    "artifact",
+)
+
+
+def test_help_lists_every_command_and_the_exit_codes() -> None:
+    result = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "120"})
+    assert result.exit_code == 0
+    for command in COMMANDS:
+        assert f"  {command} " in result.stdout, command
+    text = " ".join(result.stdout.split())
+    for code, meaning in [
+        ("0", "ok"),
+        ("2", "usage"),
+        ("3", "not found"),
+        ("4", "conflict"),
+        ("5", "server unreachable"),
+        ("6", "gone"),
+        ("7", "rejected"),
+        ("130", "detached"),
+    ]:
+        assert f"{code} {meaning}" in text, (code, meaning)
+    get = CliRunner().invoke(app, ["artifact", "get", "--help"])
+    assert get.exit_code == 0 and "sha256" in get.stdout
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["answer", "ses_1", "req_1"],
+        ["answer", "ses_1", "req_1", "--option", "a", "--text", "b"],
+        ["answer", "ses_1", "req_1", "--payload", "{not json"],
+        ["run", "x", "--if-busy", "sometimes"],
+        ["attach", "ses_1", "--after", "-1"],
+        ["show"],
+        ["no-such-command"],
+    ],
+)
+def test_bad_arguments_exit_2_before_any_request(args: list[str]) -> None:
+    # No server anywhere near: a usage error must not even try to connect.
+    env = {"NUA_URL": "http://127.0.0.1:9", "NUA_TOKEN": "t"}
+    assert CliRunner().invoke(app, args, env=env).exit_code == ExitCode.USAGE
+
+
+def test_an_unreachable_server_exits_5_with_a_hint(tmp_path: Path) -> None:
+    env = {"NUA_URL": "http://127.0.0.1:9", "NUA_DATA": str(tmp_path), "NUA_TOKEN": None}
+    result = CliRunner().invoke(app, ["sessions"], env=env)
+    assert result.exit_code == ExitCode.UNREACHABLE
+    assert "nua serve" in result.stderr
+
+
+def test_url_and_token_come_from_flags_then_env_then_the_data_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("NUA_DATA", raising=False)
+    assert Settings(data_option=tmp_path).url == DEFAULT_URL
+    assert Settings(data_option=tmp_path).token is None
+    write_url_file(tmp_path, "0.0.0.0", 7600)
+    (tmp_path / "token").write_text("from-file\n")
+    from_dir = Settings(data_option=tmp_path)
+    assert (from_dir.url, from_dir.token) == ("http://127.0.0.1:7600", "from-file")
+    flags = Settings(url_option="http://h:1", token_option="from-flag", data_option=tmp_path)
+    assert (flags.url, flags.token) == ("http://h:1", "from-flag")
+    monkeypatch.setenv("NUA_DATA", str(tmp_path))
+    assert Settings().token == "from-file"
+    # The root options read NUA_URL / NUA_TOKEN (Typer's envvar), below flags.
+    seen: list[tuple[str, str | None]] = []
+
+    from opennua.cli import _read
+
+    def spy(ctx: object, body: object) -> None:
+        settings = ctx.find_root().obj  # type: ignore[attr-defined]
+        seen.append((settings.url, settings.token))
+
+    monkeypatch.setattr(_read, "execute", spy)
+    env = {"NUA_URL": "http://env:2", "NUA_TOKEN": "from-env"}
+    CliRunner().invoke(app, ["sessions"], env=env)
+    CliRunner().invoke(app, ["--url", "http://flag:3", "sessions"], env=env)
+    assert seen == [("http://env:2", "from-env"), ("http://flag:3", "from-env")]
+
+
+def test_write_url_file_reaches_wildcard_binds_on_loopback(tmp_path: Path) -> None:
+    write_url_file(tmp_path, "::", 7421)
+    assert (tmp_path / "url").read_text().strip() == "http://127.0.0.1:7421"
+    write_url_file(tmp_path, "10.0.0.5", 80)
+    assert (tmp_path / "url").read_text().strip() == "http://10.0.0.5:80"
+
+
+def _problem(status: int, code: str) -> Exception:
+    return error_from_response(httpx.Response(status, json={"code": code, "detail": "d"}))
+
+
+@pytest.mark.parametrize(
+    ("error", "code"),
+    [
+        (_problem(404, "not_found"), ExitCode.NOT_FOUND),
+        (_problem(409, "input_request_resolved"), ExitCode.CONFLICT),
+        (_problem(409, "session_busy"), ExitCode.CONFLICT),
+        (_problem(410, "gone"), ExitCode.GONE),
+        (_problem(422, "validation_error"), ExitCode.REJECTED),
+        (_problem(401, "unauthorized"), ExitCode.UNAUTHORIZED),
+        (_problem(503, "unavailable"), ExitCode.SERVER_ERROR),
+        (UnreachableError("http://x", "refused"), ExitCode.UNREACHABLE),
+        (IntegrityError("art_1", "a" * 64, "b" * 64), ExitCode.SERVER_ERROR),
+    ],
+)
+def test_errors_map_onto_the_documented_exit_codes(error: Exception, code: ExitCode) -> None:
+    assert exit_code_for(error) == code
+    kinds = (
+        NotFoundError,
+        ConflictError,
+        GoneError,
+        InvalidRequestError,
+        UnauthorizedError,
+        ServerError,
+        UnreachableError,
+        IntegrityError,
+    )
+    assert isinstance(error, kinds)
