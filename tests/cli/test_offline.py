@@ -3,6 +3,10 @@ server and token, and how errors map onto exit codes."""
 
 from __future__ import annotations
 
+import hashlib
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import httpx
@@ -156,3 +160,37 @@ def test_errors_map_onto_the_documented_exit_codes(error: Exception, code: ExitC
         IntegrityError,
     )
     assert isinstance(error, kinds)
+
+
+def test_a_download_that_does_not_verify_exits_9_and_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    published = hashlib.sha256(b"the real report").hexdigest()
+
+    class Tampering(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path.endswith("/content"):
+                payload = b"a tampered report"
+            else:
+                meta = {"artifact_id": "art_1", "name": "r.md", "size": 15, "sha256": published}
+                payload = json.dumps(meta).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    httpd = HTTPServer(("127.0.0.1", 0), Tampering)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    monkeypatch.chdir(tmp_path)
+    try:
+        env = {"NUA_URL": f"http://127.0.0.1:{httpd.server_port}", "NUA_TOKEN": "t"}
+        result = CliRunner().invoke(app, ["artifact", "get", "art_1", "-o", "r.md"], env=env)
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert result.exit_code == ExitCode.SERVER_ERROR, result.output
+    assert "sha256" in result.stderr
+    assert list(tmp_path.iterdir()) == []

@@ -8,8 +8,7 @@ from typing import Annotated
 
 import typer
 
-from opennua.cli._context import default_data_dir, write_url_file
-from opennua.server._serve import DEFAULT_PORT, ServeConfig, serve
+from opennua.cli._context import DEFAULT_PORT, default_data_dir, write_url_file
 
 
 def serve_command(
@@ -26,6 +25,10 @@ def serve_command(
     lease_ttl: Annotated[float, typer.Option(help="Execution lease TTL in seconds")] = 15.0,
 ) -> None:
     """Run the host, the supervisor and the web UI (embedded SQLite by default)."""
+    # Imported here: the server stack (FastAPI, the runtime, the stores) takes seconds to
+    # import, and every other command is a small client that needs none of it.
+    from opennua.server._serve import ServeConfig, serve
+
     if role not in ("all", "host", "supervisor"):
         typer.echo(f"error: --role must be all, host or supervisor, not {role!r}", err=True)
         raise typer.Exit(2)
