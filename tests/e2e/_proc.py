@@ -21,9 +21,12 @@ def free_port() -> int:
 
 
 class Server:
-    def __init__(self, data: Path, *, db: str | None = None, step_delay: str = "0.2") -> None:
+    def __init__(
+        self, data: Path, *, db: str | None = None, step_delay: str = "0.2", role: str = "all"
+    ) -> None:
         self.data = data
         self.db = db
+        self.role = role
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.step_delay = step_delay
@@ -41,13 +44,20 @@ class Server:
             str(self.port),
             "--lease-ttl",
             "2",
+            "--role",
+            self.role,
         ]
         if self.db:
             args += ["--db", self.db]
         env = dict(os.environ, NUA_DEMO_STEP_DELAY=self.step_delay)
-        with open(self.data / f"serve-{time.monotonic_ns()}.log", "wb") as log:
+        self.log = self.data / f"serve-{self.role}-{time.monotonic_ns()}.log"
+        with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 30
+        if self.role == "supervisor":
+            # No HTTP here: ready once it has announced its supervisor id.
+            wait_for(lambda: b"supervisor sup_" in self.log.read_bytes(), timeout=30)
+            return self
         while time.monotonic() < deadline:
             try:
                 if httpx.get(self.url + "/healthz", timeout=1).status_code == 200:
@@ -55,6 +65,10 @@ class Server:
             except httpx.HTTPError:
                 time.sleep(0.1)
         raise AssertionError(f"nua serve did not become healthy at {self.url}")
+
+    def signal(self, signum: int) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signum)
 
     def kill9(self) -> None:
         assert self.proc is not None

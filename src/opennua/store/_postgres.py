@@ -120,6 +120,9 @@ async def verify(
         raise _translate(exc) from exc
 
 
+IDLE_IN_TRANSACTION_MS = 5000
+
+
 class PostgresStore(Store):
     def __init__(
         self, url: str, pool: AsyncConnectionPool[AsyncConn], blobs: BlobStore | None, workers: int
@@ -138,8 +141,17 @@ class PostgresStore(Store):
 
     @classmethod
     async def open(cls, url: str, blobs: BlobStore | None, *, workers: int = 4) -> PostgresStore:
+        # A unit never waits on its client mid-transaction, so an open transaction that
+        # idles for seconds belongs to a frozen or partitioned process (SIGSTOP, a VM pause).
+        # Its row locks would hide the execution from every other supervisor's
+        # `FOR UPDATE SKIP LOCKED` claim forever; the server ends such a session instead.
+        options = f"-c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_MS}"
         pool: AsyncConnectionPool[AsyncConn] = AsyncConnectionPool(
-            url, min_size=2, max_size=workers + 4, kwargs={"autocommit": True}, open=False
+            url,
+            min_size=2,
+            max_size=workers + 4,
+            kwargs={"autocommit": True, "options": options},
+            open=False,
         )
         try:
             await pool.open(wait=True, timeout=10)
