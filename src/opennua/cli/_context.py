@@ -19,6 +19,7 @@ from typing import Any
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from opennua.client import (
     DEFAULT_URL,
@@ -73,7 +74,9 @@ def write_url_file(data_dir: Path, host: str, port: int) -> None:
 
 
 def _stdout_console() -> Console:
-    console = Console(highlight=False)
+    # No markup anywhere: printed text carries ids, errors and tool output, in which
+    # "[...]" is content, not a style. Styles are given explicitly (rich.text.Text).
+    console = Console(highlight=False, markup=False)
     if not console.is_terminal and "COLUMNS" not in os.environ:
         # Piped output is read by programs and people with wide windows: 80 columns would
         # cut ids in tables. A terminal (or COLUMNS) still decides its own width.
@@ -88,7 +91,9 @@ class Settings:
     data_option: Path | None = None
     client_id: str | None = None
     stdout: Console = field(default_factory=lambda: _stdout_console())
-    stderr: Console = field(default_factory=lambda: Console(stderr=True, highlight=False))
+    stderr: Console = field(
+        default_factory=lambda: Console(stderr=True, highlight=False, markup=False)
+    )
 
     @property
     def data_dir(self) -> Path:
@@ -193,13 +198,17 @@ def execute(
             raise typer.Exit(ExitCode.DETACHED) from None
         raise typer.Exit(on_interrupt()) from None
     except ClientError as exc:
-        config.stderr.print(f"[red]error:[/red] {describe(exc, config)}", soft_wrap=True)
+        config.stderr.print(error_text(describe(exc, config)), soft_wrap=True)
         raise typer.Exit(exit_code_for(exc)) from None
     raise typer.Exit(code or 0)
 
 
+def error_text(message: str) -> Text:
+    return Text.assemble(("error:", "red"), " ", message)
+
+
 def fail(settings: Settings, message: str, code: ExitCode = ExitCode.USAGE) -> typer.Exit:
-    settings.stderr.print(f"[red]error:[/red] {message}", soft_wrap=True)
+    settings.stderr.print(error_text(message), soft_wrap=True)
     return typer.Exit(code)
 
 

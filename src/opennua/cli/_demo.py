@@ -17,6 +17,7 @@ import time
 from typing import Annotated
 
 import typer
+from rich.text import Text
 
 from opennua.client import connect
 
@@ -84,8 +85,11 @@ def demo(
     child = None if _reachable(config) else _start_server(config, port)
     if child is not None:
         config.stderr.print(
-            f"[dim]started nua serve (pid {child.pid}) on {config.url}, data in "
-            f"{config.data_dir}; it stops when the demo ends[/dim]",
+            Text(
+                f"started nua serve (pid {child.pid}) on {config.url}, data in "
+                f"{config.data_dir}; it stops when the demo ends",
+                style="dim",
+            ),
             soft_wrap=True,
         )
     attached = _Attached()
@@ -123,7 +127,10 @@ def demo(
         if child is not None:
             _stop(child)
             config.stderr.print(
-                "[dim]stopped the demo's server. Next: `nua serve` in one terminal and "
-                '`nua run "…"` in another (see docs/cli.md).[/dim]',
+                Text(
+                    "stopped the demo's server. Next: `nua serve` in one terminal and "
+                    '`nua run "…"` in another (see docs/cli.md).',
+                    style="dim",
+                ),
                 soft_wrap=True,
             )

@@ -180,13 +180,13 @@ class Follower:
             if event.status == "disconnected":
                 self.status = f"reconnecting in {event.retry_in:.1f}s ({event.error})"
                 if not self.console.is_terminal or self.json_lines:
-                    self.stderr.print(f"[dim]connection lost: {self.status}[/dim]")
+                    self.stderr.print(Text(f"connection lost: {self.status}", style="dim"))
             else:
                 self.status = ""
                 if not self.console.is_terminal or self.json_lines:
-                    self.stderr.print("[dim]reconnected[/dim]")
+                    self.stderr.print(Text("reconnected", style="dim"))
         else:
-            self.stderr.print(f"[dim]resynced from a snapshot at seq {event.to_seq}[/dim]")
+            self.stderr.print(Text(f"resynced from a snapshot at seq {event.to_seq}", style="dim"))
 
     def _followed(self) -> list[Turn]:
         turns = self.state["turns"]
@@ -247,7 +247,11 @@ class Follower:
             if turn["plan"]:
                 parts += plan_lines(list(turn["plan"]), 1)
             step = current_step(turn)
-        spinner_text = self.status or step or "waiting for the task to start"
+        if not step:
+            followed = self._followed()
+            ended = followed and all(t["turn_id"] in self.closed for t in followed)
+            step = "done" if ended else "waiting for the task to start"
+        spinner_text = self.status or step
         parts.append(Spinner("dots", text=Text(spinner_text, style="cyan")))
         return Group(*parts)
 
@@ -302,9 +306,11 @@ class Follower:
                 option = next(iter(request["options"] or []), {}).get("option_id")
                 answer = f"--option {option}" if option else '--text "…"'
                 self.stderr.print(
-                    f"[yellow]waiting for input[/yellow] {rid}: {request['prompt']}\n"
-                    f"  answer from anywhere: nua answer {self.state['session_id']} {rid} "
-                    f"{answer}",
+                    Text.assemble(
+                        ("waiting for input", "yellow"),
+                        f" {rid}: {request['prompt']}\n  answer from anywhere: "
+                        f"nua answer {self.state['session_id']} {rid} {answer}",
+                    ),
                     soft_wrap=True,
                 )
 
@@ -358,17 +364,17 @@ class Follower:
                 break
             answer = _parse_answer(line.strip(), options)
             if answer is None:
-                out.print("  [red]not one of the options[/red]")
+                out.print(Text("  not one of the options", style="red"))
                 continue
             try:
                 resolution = await self.session.answer(rid, **answer)
             except ConflictError as exc:
                 message = who_answered(exc.resolution) if exc.resolution else exc.detail
-                self.stderr.print(f"[yellow]conflict: {message}[/yellow]", soft_wrap=True)
+                self.stderr.print(Text(f"conflict: {message}", style="yellow"), soft_wrap=True)
             except GoneError as exc:
-                self.stderr.print(f"[yellow]too late: {exc.detail}[/yellow]", soft_wrap=True)
+                self.stderr.print(Text(f"too late: {exc.detail}", style="yellow"), soft_wrap=True)
             except InvalidRequestError as exc:
-                out.print(f"  [red]{exc.detail}[/red]")
+                out.print(Text(f"  {exc.detail}", style="red"))
                 continue
             else:
                 choice = resolution.get("option_id") or json.dumps(resolution.get("payload"))

@@ -8,6 +8,7 @@ import sys
 from typing import Annotated, Literal
 
 import typer
+from rich.text import Text
 
 from opennua.client import Client
 
@@ -28,9 +29,13 @@ def _detached(config: Settings, attached: _Attached) -> int:
         config.stderr.print("interrupted before the task was accepted; nothing was started")
         return ExitCode.DETACHED
     config.stderr.print(
-        "\n[bold]detached[/bold]: the task keeps running on the server.\n"
-        f"  re-attach: nua attach {attached.session_id}\n"
-        f"  inspect:   nua show {attached.session_id}",
+        Text.assemble(
+            "\n",
+            ("detached", "bold"),
+            ": the task keeps running on the server.\n"
+            f"  re-attach: nua attach {attached.session_id}\n"
+            f"  inspect:   nua show {attached.session_id}",
+        ),
         soft_wrap=True,
     )
     return ExitCode.DETACHED
@@ -82,8 +87,11 @@ async def run_task(
         accepted = await session.send_message(text, if_busy=if_busy)
         if not json_lines:
             config.stderr.print(
-                f"[dim]session {session.session_id} · turn {accepted.ids.get('turn_id')} · "
-                "Ctrl-C detaches (the task continues)[/dim]",
+                Text(
+                    f"session {session.session_id} · turn {accepted.ids.get('turn_id')} · "
+                    "Ctrl-C detaches (the task continues)",
+                    style="dim",
+                ),
                 soft_wrap=True,
             )
         follower = Follower(
