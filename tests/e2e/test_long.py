@@ -5,12 +5,13 @@ has exited → a Python client observes the task continuing → `kill -9` of the
 before the approval → restart → the same input request is still the only one → two
 concurrent `nua answer` processes: one wins, the other gets the conflict (exit 4, naming
 the winner) → `kill -9` again while the task runs after the answer (inside the
-sub-agent) → restart → the task completes as a later attempt → `nua show --json` equals
-the reducer's replay of `nua history --json`; timeline order is the order of first
-appearance in the log; plan, sub-agent with nested items, artifact (downloaded with `nua
-artifact get`, sha256 checked), whole-turn usage (= the sum of `usage.recorded`, the
-sub-agent's included) and the trace chain are present; every tool call has exactly one
-terminal status; no tool side effect happened twice.
+sub-agent) → restart → a `nua attach --json` started before the answers reconnects by
+itself and prints exactly the log's tail → the task completes as a later attempt →
+`nua show --json` equals the reducer's replay of `nua history --json`; timeline order is
+the order of first appearance in the log; plan, sub-agent with nested items, artifact
+(downloaded with `nua artifact get`, sha256 checked), whole-turn usage (= the sum of
+`usage.recorded`, the sub-agent's included) and the trace chain are present; every tool
+call has exactly one terminal status; no tool side effect happened twice.
 """
 
 from __future__ import annotations
@@ -166,6 +167,18 @@ def _run_the_long_test(server: Server, data: Path) -> None:
     assert after_restart["open_input_requests"] == [opened]
     assert list(after_restart["turns"][0]["input_requests"]) == [request_id]
 
+    # A `nua attach --json` watches from here on, through the second kill -9.
+    watcher_out, watcher_err = data.parent / "attach.out", data.parent / "attach.err"
+    with watcher_out.open("wb") as out, watcher_err.open("wb") as err:
+        watcher = subprocess.Popen(
+            [sys.executable, "-m", "opennua.cli", "attach", sid, "--json"],
+            env=_env(data, "cli_watcher"),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=err,
+        )
+    wait_for(lambda: b"waiting for input" in watcher_err.read_bytes(), timeout=30)
+
     # 4. Two `nua answer` processes at once: the first writer wins, the other is told who.
     answers = {
         who: subprocess.Popen(
@@ -197,6 +210,12 @@ def _run_the_long_test(server: Server, data: Path) -> None:
     asyncio.run(_kill_when_the_sub_agent_starts(server, sid))
     server.start()
 
+    # The watcher lost the server, came back by itself and saw the turn end.
+    assert watcher.wait(60) == 0, watcher_err.read_text()
+    assert "connection lost" in watcher_err.read_text()
+    assert "reconnected" in watcher_err.read_text()
+    watched = watcher_out.read_text().splitlines()
+
     # 6. The task completes, as a later attempt that resumed from its checkpoint.
     final = wait_for(
         lambda: (s := _state(server, sid))["state"]["turns"][0]["state"] == "ended" and s,
@@ -223,6 +242,9 @@ def _run_the_long_test(server: Server, data: Path) -> None:
     actions = [json.loads(line) for line in lines]
     assert [a["seq"] for a in actions] == list(range(1, len(actions) + 1))
     replayed = replay(action_from_json(line) for line in lines)
+    # What the watcher printed live, across the restart, is the log's tail byte for byte.
+    assert watched and watched == lines[-len(watched) :]
+    assert json.loads(watched[-1])["type"] == "turn.ended"
     assert shown.stdout == state_to_json(replayed) + "\n"
     assert json.loads(shown.stdout) == state and replayed["anomalies"] == []
 
