@@ -1,0 +1,164 @@
+// Entry point: routes (`#/` the list, `#/s/<session_id>` a session), the connection
+// indicator, the login screen, and the test hook `window.__nuaState()`.
+//
+// Hash routes keep the server out of client-side navigation: `/` serves one page, and a
+// session link works from a bookmark or a reload.
+
+import { Api, stableClientId } from "./api.js";
+import { SessionController } from "./controller.js";
+import { STATUS } from "./live.js";
+import { h, fill } from "./views/dom.js";
+import { ListView } from "./views/list.js";
+import { SessionView } from "./views/session.js";
+
+const api = new Api();
+const clientId = stableClientId();
+const main = document.getElementById("main");
+const connection = document.getElementById("connection");
+const announcer = document.getElementById("announcer");
+
+let current = null; // {stop()} of the page on screen
+
+const CONNECTION_TEXT = {
+  [STATUS.CONNECTING]: "Connecting…",
+  [STATUS.LIVE]: "Live",
+  [STATUS.RECONNECTING]: "Reconnecting…",
+  [STATUS.RESYNCING]: "Resyncing…",
+  [STATUS.CLOSED]: "",
+};
+
+function showConnection(status) {
+  connection.dataset.status = status;
+  connection.textContent = CONNECTION_TEXT[status] ?? status;
+  connection.hidden = status === STATUS.CLOSED;
+}
+
+function announce(text) {
+  // Re-set so the same sentence twice is announced twice.
+  announcer.textContent = "";
+  setTimeout(() => {
+    announcer.textContent = text;
+  }, 50);
+}
+
+function route() {
+  current?.stop();
+  current = null;
+  showConnection(STATUS.CLOSED);
+  const match = /^#\/s\/([^/]+)$/.exec(location.hash);
+  if (match) openSession(decodeURIComponent(match[1]));
+  else openList();
+}
+
+function openList() {
+  document.title = "Sessions · opennua";
+  const view = new ListView({
+    api,
+    clientId,
+    navigate: (sessionId) => {
+      location.hash = `#/s/${encodeURIComponent(sessionId)}`;
+    },
+    onFatal: showFatal,
+  });
+  fill(main, view.root);
+  current = { stop: () => view.stop() };
+  view.start();
+}
+
+function openSession(sessionId) {
+  let view = null;
+  const controller = new SessionController({
+    api,
+    sessionId,
+    clientId,
+    onChange: () => {
+      const stick = nearBottom();
+      view.render();
+      if (!view.rendered) {
+        view.rendered = true;
+        markRendered(view);
+      }
+      if (stick) window.scrollTo(0, document.documentElement.scrollHeight);
+    },
+    onStatus: showConnection,
+    onNotice: (notice) => view.notice(notice),
+    onFatal: showFatal,
+  });
+  view = new SessionView(
+    controller,
+    {
+      artifact: (id) => api.artifactUrl(id),
+      toolOutput: (callId) => api.toolOutputUrl(sessionId, callId),
+    },
+    announce,
+  );
+  fill(main, view.root);
+  current = { stop: () => controller.close(), controller };
+  controller.open();
+}
+
+/** Keep following the end of the conversation, unless the reader scrolled up. */
+function nearBottom() {
+  const el = document.documentElement;
+  return el.scrollHeight - el.scrollTop - el.clientHeight < 120;
+}
+
+/** Performance marks for benchmarks/ui_render.py: the first full draw, then its paint. */
+function markRendered(view) {
+  performance.mark("nua:session-rendered");
+  view.root.dataset.rendered = "true";
+  requestAnimationFrame(() => setTimeout(() => performance.mark("nua:session-painted"), 0));
+}
+
+function showFatal(error) {
+  current?.stop();
+  current = null;
+  showConnection(STATUS.CLOSED);
+  if (error.status === 404) {
+    fill(
+      main,
+      h(
+        "section",
+        { class: "fatal" },
+        h("h1", null, "Session not found"),
+        h("p", null, h("a", { href: "#/" }, "Back to the sessions")),
+      ),
+    );
+    return;
+  }
+  fill(
+    main,
+    h(
+      "section",
+      { class: "login" },
+      h("h1", null, "Log in"),
+      h(
+        "p",
+        null,
+        "Open the login link that ",
+        h("code", null, "nua serve"),
+        " printed (",
+        h("code", null, "…/login?token=…"),
+        "), or paste the owner token from the data directory's ",
+        h("code", null, "token"),
+        " file.",
+      ),
+      h(
+        "form",
+        { action: "/login", method: "get" },
+        h("label", { for: "login-token" }, "Owner token"),
+        h("input", { id: "login-token", name: "token", type: "password", autocomplete: "off", required: true }),
+        h("button", { type: "submit", class: "primary" }, "Log in"),
+      ),
+    ),
+  );
+}
+
+// The confirmed state of the open session as canonical JSON — byte-identical to the
+// server's `state_to_json` at the same seq. For tests and for debugging from the console.
+window.__nuaState = () => current?.controller?.store.toJson() ?? null;
+window.__nuaClientId = clientId;
+document.documentElement.dataset.clientId = clientId;
+
+window.addEventListener("hashchange", route);
+route();

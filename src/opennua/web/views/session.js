@@ -1,0 +1,391 @@
+// The session page: turns with their timelines, the messages on their way, the composer,
+// and a side panel with the plan, usage and artifacts.
+//
+// Built once per open session; `render()` then brings it up to date with the store. Turns
+// redraw only when their change token moved, so a streamed delta touches one card.
+
+import { details, fill, h, reconcile } from "./dom.js";
+import {
+  SESSION_STATUS,
+  STOP_REASON,
+  TURN_STATE,
+  USAGE_FIELDS,
+  USAGE_LABELS,
+  attemptLabel,
+  clock,
+  count,
+  problemText,
+} from "./format.js";
+import { downloadLink, planList, timelineEntries } from "./timeline.js";
+
+export class SessionView {
+  /**
+   * @param {import("../controller.js").SessionController} controller
+   * @param {{artifact(id): string, toolOutput(callId): string}} urls
+   * @param {(text: string) => void} announce   polite screen-reader announcements
+   */
+  constructor(controller, urls, announce) {
+    this.controller = controller;
+    this.store = controller.store;
+    this.urls = urls;
+    this.announce = announce;
+    this.firstRender = true;
+    this.sideSig = null;
+    this.headSig = null;
+    this.build();
+  }
+
+  build() {
+    this.title = h("h1", { id: "session-title" });
+    this.status = h("span", { class: "badge", id: "session-status" });
+    this.meta = h("p", { class: "session-meta" });
+    this.turns = h("ol", { class: "turns", "aria-label": "Turns" });
+    this.pending = h("ol", { class: "pending", "aria-label": "Messages being sent" });
+    this.notices = h("div", { class: "notices", role: "alert" });
+    this.empty = h("p", { class: "empty" }, "No turns yet. Send a message to start.");
+    this.composer = this.buildComposer();
+    this.plan = h("section", { class: "panel plan-panel", "aria-labelledby": "plan-h" });
+    this.usage = h("section", { class: "panel usage-panel", "aria-labelledby": "usage-h" });
+    this.artifacts = h("section", { class: "panel artifacts-panel", "aria-labelledby": "art-h" });
+    this.root = h(
+      "div",
+      { class: "session", dataset: { sessionId: this.store.sessionId } },
+      h(
+        "section",
+        { class: "conversation", "aria-labelledby": "session-title" },
+        h("header", { class: "session-head" }, this.title, this.status, this.meta),
+        this.empty,
+        this.turns,
+        this.pending,
+        this.notices,
+        this.composer.form,
+      ),
+      h("aside", { class: "side", "aria-label": "Plan, usage and artifacts" }, this.plan, this.usage, this.artifacts),
+    );
+  }
+
+  buildComposer() {
+    const text = h("textarea", {
+      id: "composer-text",
+      name: "text",
+      rows: 3,
+      placeholder: "Message the agent — Enter to send, Shift+Enter for a new line",
+    });
+    const ifBusy = h(
+      "select",
+      { id: "composer-if-busy", name: "if_busy" },
+      h("option", { value: "enqueue" }, "queue it after the running turn"),
+      h("option", { value: "interrupt" }, "interrupt the running turn"),
+      h("option", { value: "reject" }, "don't send it"),
+    );
+    const cancel = h(
+      "button",
+      { type: "button", class: "cancel", hidden: true, onclick: () => this.controller.cancel() },
+      "Cancel running turn",
+    );
+    const send = h("button", { type: "submit", class: "primary" }, "Send");
+    const form = h(
+      "form",
+      { class: "composer", "aria-label": "Send a message", onsubmit: (e) => this.submit(e) },
+      h("label", { for: "composer-text", class: "sr-only" }, "Message"),
+      text,
+      h(
+        "div",
+        { class: "composer-bar" },
+        h("label", { for: "composer-if-busy" }, "If a turn is running: "),
+        ifBusy,
+        h("span", { class: "spacer" }),
+        cancel,
+        send,
+      ),
+    );
+    text.addEventListener("keydown", (event) => {
+      // Enter sends; Shift+Enter is a new line; never while an IME is composing a character.
+      if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+        event.preventDefault();
+        form.requestSubmit();
+      }
+    });
+    return { form, text, ifBusy, cancel, send };
+  }
+
+  submit(event) {
+    event.preventDefault();
+    const text = this.composer.text.value.trim();
+    if (!text) return;
+    this.composer.text.value = "";
+    this.controller.sendMessage(text, this.composer.ifBusy.value);
+  }
+
+  /** A refused intent: say why; put a refused message's text back if the box is empty. */
+  notice({ kind, error, text }) {
+    if (kind === "message" && text && !this.composer.text.value) this.composer.text.value = text;
+    const what = { message: "Message not sent", answer: "Answer not sent", cancel: "Cancel refused", retry: "Retry refused" }[kind];
+    const line = h(
+      "p",
+      { class: "notice", dataset: { code: error.code } },
+      h("strong", null, `${what}: `),
+      problemText(error),
+      " ",
+      h("button", { type: "button", class: "link", onclick: () => line.remove() }, "Dismiss"),
+    );
+    this.notices.append(line);
+  }
+
+  render() {
+    const state = this.store.state;
+    this.renderHead(state);
+    const ctxBase = {
+      overlay: this.store.overlay,
+      clientId: this.controller.clientId,
+      urls: this.urls,
+      artifacts: state.artifacts,
+      act: { answer: (requestId, answer) => this.controller.answer(requestId, answer) },
+    };
+    const index = new Map(state.turns.map((turn, i) => [turn.turn_id, i + 1]));
+    reconcile(
+      this.turns,
+      state.turns.map((turn, i) => ({
+        key: turn.turn_id,
+        sig: this.store.turnToken(turn.turn_id),
+        create: () => turnShell(turn, i + 1),
+        update: (node) =>
+          updateTurn(node, turn, i + 1, index, {
+            ...ctxBase,
+            turn,
+            token: this.store.turnToken(turn.turn_id),
+            controller: this.controller,
+          }),
+      })),
+    );
+    this.empty.hidden = state.turns.length > 0 || this.store.overlay.messages.size > 0;
+    this.renderPending();
+    this.renderSide(state, ctxBase);
+    this.focusNewRequests();
+    this.firstRender = false;
+  }
+
+  renderHead(state) {
+    const active = this.store.activeTurn();
+    const sig = JSON.stringify([state.title, state.status, state.seq, active?.turn_id]);
+    if (sig === this.headSig) return;
+    this.headSig = sig;
+    this.title.textContent = state.title || "Untitled session";
+    this.status.className = `badge status-${state.status}`;
+    this.status.textContent = SESSION_STATUS[state.status] ?? state.status;
+    fill(
+      this.meta,
+      h("code", null, state.session_id ?? this.store.sessionId),
+      ` · ${state.turns.length} turn${state.turns.length === 1 ? "" : "s"} · seq `,
+      h("span", { class: "seq" }, String(state.seq)),
+    );
+    this.composer.cancel.hidden = active === null;
+    this.composer.send.textContent = active === null ? "Send" : "Send (turn running)";
+    document.title = `${state.title || "Untitled session"} · opennua`;
+  }
+
+  renderPending() {
+    const messages = this.store.overlay.pendingMessages();
+    reconcile(
+      this.pending,
+      messages.map((entry) => ({
+        key: entry.intent_id,
+        sig: entry.status,
+        create: () => pendingCard(entry, this.controller),
+      })),
+    );
+  }
+
+  renderSide(state, ctx) {
+    const withPlan = [...state.turns].reverse().find((turn) => turn.plan.length > 0);
+    const sig = JSON.stringify([withPlan?.plan, state.usage_by_model, Object.keys(state.artifacts)]);
+    if (sig === this.sideSig) return;
+    this.sideSig = sig;
+    fill(
+      this.plan,
+      h("h2", { id: "plan-h" }, "Plan"),
+      withPlan ? planList(withPlan.plan) : h("p", { class: "empty" }, "No plan yet."),
+    );
+    fill(
+      this.usage,
+      h("h2", { id: "usage-h" }, "Session usage"),
+      usageByField(state.usage_by_model),
+    );
+    const artifacts = Object.values(state.artifacts);
+    fill(
+      this.artifacts,
+      h("h2", { id: "art-h" }, "Artifacts"),
+      artifacts.length
+        ? h("ul", null, artifacts.map((a) => h("li", null, downloadLink(a, ctx))))
+        : h("p", { class: "empty" }, "None yet."),
+    );
+  }
+
+  /** Move focus to an input request that just opened, so keyboard users can answer it. */
+  focusNewRequests() {
+    const opened = this.store.takeOpened();
+    if (this.firstRender || opened.length === 0) return;
+    const requestId = opened[opened.length - 1];
+    const card = this.turns.querySelector(`[data-request-id="${CSS.escape(requestId)}"]`);
+    if (!card || card.dataset.status !== "open") return;
+    const typing = document.activeElement === this.composer.text && this.composer.text.value;
+    if (!typing) card.focus();
+    this.announce(`Input needed: ${card.querySelector(".prompt")?.textContent ?? ""}`);
+  }
+}
+
+function turnShell(turn, number) {
+  const headingId = `turn-${turn.turn_id}`;
+  return h(
+    "li",
+    { class: "turn", "aria-labelledby": headingId, dataset: { turnId: turn.turn_id } },
+    h(
+      "header",
+      { class: "turn-head" },
+      h("h2", { id: headingId }, `Turn ${number}`),
+      h("span", { class: "badge turn-state" }),
+      h("span", { class: "turn-info" }),
+      h("span", { class: "spacer" }),
+      h("span", { class: "turn-actions" }),
+    ),
+    h("ol", { class: "attempts", "aria-label": "Attempts" }),
+    h("ol", { class: "timeline", "aria-label": `Turn ${number} timeline` }),
+    h("div", { class: "turn-error" }),
+    h("section", { class: "turn-usage", "aria-label": `Turn ${number} usage` }),
+  );
+}
+
+function updateTurn(node, turn, number, index, ctx) {
+  node.dataset.state = turn.state;
+  const badge = node.querySelector(".turn-state");
+  const ended = turn.state === "ended";
+  badge.className = `badge turn-state state-${ended ? turn.stop_reason : turn.state}`;
+  badge.textContent = ended ? STOP_REASON[turn.stop_reason] ?? turn.stop_reason : TURN_STATE[turn.state];
+  const retried = turn.retry_of ? index.get(turn.retry_of) : null;
+  fill(
+    node.querySelector(".turn-info"),
+    turn.retry_of ? `Retry of turn ${retried ?? turn.retry_of} · ` : "",
+    clock(turn.started_at),
+  );
+  fill(node.querySelector(".turn-actions"), turnActions(turn, number, ctx.controller));
+  fill(
+    node.querySelector(".attempts"),
+    turn.attempts.map((attempt, i) =>
+      h(
+        "li",
+        {
+          class: `attempt${i > 0 && turn.attempts[i - 1].supervisor_id !== attempt.supervisor_id ? " restarted" : ""}`,
+          dataset: { attempt: String(attempt.attempt) },
+        },
+        attemptLabel(turn.attempts, i),
+      ),
+    ),
+  );
+  reconcile(node.querySelector(".timeline"), timelineEntries(turn.timeline, ctx));
+  fill(
+    node.querySelector(".turn-error"),
+    turn.error ? h("p", { class: "error" }, h("code", null, turn.error.code), " ", turn.error.message) : null,
+  );
+  const usage = node.querySelector(".turn-usage");
+  const usageSig = JSON.stringify(turn.usage_by_model);
+  if (usage.dataset.sig !== usageSig) {
+    usage.dataset.sig = usageSig;
+    fill(
+      usage,
+      Object.keys(turn.usage_by_model).length
+        ? details(`usage:${turn.turn_id}`, true, "Usage (sub-agents included)", usageTable(turn.usage_by_model, "turn"))
+        : null,
+    );
+  }
+}
+
+function turnActions(turn, number, controller) {
+  if (turn.state !== "ended") {
+    return h(
+      "button",
+      { type: "button", class: "cancel", onclick: () => controller.cancel(turn.turn_id) },
+      `Cancel turn ${number}`,
+    );
+  }
+  return h(
+    "button",
+    { type: "button", class: "retry", onclick: () => controller.retry(turn.turn_id) },
+    `Retry turn ${number}`,
+  );
+}
+
+/** Per model, the five token counts (DESIGN.md §3 usage.recorded), and a total row. */
+function usageTable(byModel, scope) {
+  const models = Object.keys(byModel).sort();
+  if (models.length === 0) return h("p", { class: "empty" }, "No model calls yet.");
+  const totals = Object.fromEntries(USAGE_FIELDS.map((f) => [f, 0]));
+  for (const model of models) for (const f of USAGE_FIELDS) totals[f] += byModel[model][f];
+  const row = (label, usage, cls) =>
+    h(
+      "tr",
+      { class: cls },
+      h("th", { scope: "row" }, label),
+      USAGE_FIELDS.map((f) => h("td", { dataset: { field: f } }, count(usage[f]))),
+    );
+  return h(
+    "table",
+    { class: "usage", dataset: { scope } },
+    h("thead", null, h("tr", null, h("th", { scope: "col" }, "Model"), USAGE_FIELDS.map((f) => h("th", { scope: "col" }, USAGE_LABELS[f])))),
+    h(
+      "tbody",
+      null,
+      models.map((model) => row(model, byModel[model], "model")),
+      models.length > 1 ? row("Total", totals, "total") : null,
+    ),
+  );
+}
+
+/** The same numbers turned on their side (a row per field), to fit the narrow panel. */
+function usageByField(byModel) {
+  const models = Object.keys(byModel).sort();
+  if (models.length === 0) return h("p", { class: "empty" }, "No model calls yet.");
+  return h(
+    "table",
+    { class: "usage by-field", dataset: { scope: "session" } },
+    h("thead", null, h("tr", null, h("th", { scope: "col" }, "Tokens"), models.map((m) => h("th", { scope: "col" }, m)))),
+    h(
+      "tbody",
+      null,
+      USAGE_FIELDS.map((f) =>
+        h(
+          "tr",
+          null,
+          h("th", { scope: "row" }, USAGE_LABELS[f]),
+          models.map((m) => h("td", { dataset: { field: f, model: m } }, count(byModel[m][f]))),
+        ),
+      ),
+    ),
+  );
+}
+
+function pendingCard(entry, controller) {
+  const state = {
+    sending: "Sending…",
+    accepted: "Accepted, waiting for the session…",
+    unconfirmed: "The server did not confirm this message.",
+  }[entry.status];
+  return h(
+    "li",
+    { class: `item msg user pending ${entry.status}`, dataset: { intentId: entry.intent_id, status: entry.status } },
+    h("div", { class: "who" }, "You"),
+    h("div", { class: "text" }, entry.text),
+    h(
+      "p",
+      { class: "note", role: "status" },
+      state,
+      entry.status === "unconfirmed"
+        ? [
+            " ",
+            h("button", { type: "button", onclick: () => controller.resendMessage(entry.intent_id) }, "Send again"),
+            " ",
+            h("button", { type: "button", onclick: () => controller.discardMessage(entry.intent_id) }, "Discard"),
+          ]
+        : null,
+    ),
+  );
+}
