@@ -15,7 +15,6 @@ from typing import Annotated, Any, Literal
 
 from fastapi import FastAPI, Header, Query, Request, WebSocket
 from fastapi.responses import (
-    HTMLResponse,
     JSONResponse,
     RedirectResponse,
     Response,
@@ -40,6 +39,7 @@ from ._guard import COOKIE, Guard, cookie_value
 from ._metrics import Metrics
 from ._problems import PROBLEM_JSON, Problem, problem_response
 from ._streams import HEARTBEAT_SECONDS, dispatch, sse_stream, websocket_session
+from ._web import WebUI
 
 MAX_BODY = 1 << 20
 
@@ -215,13 +215,6 @@ def create_app(
         return response
 
     host_token = token.encode()
-
-    @app.get("/", include_in_schema=False)
-    async def index() -> HTMLResponse:
-        return HTMLResponse(
-            "<!doctype html><title>opennua</title><h1>opennua</h1>"
-            "<p>The web UI is not built yet. The API lives under <code>/v1</code>.</p>"
-        )
 
     # -- sessions -------------------------------------------------------------------------
 
@@ -459,10 +452,41 @@ def create_app(
             },
         )
 
+    @app.get("/v1/sessions/{session_id}/tool-calls/{tool_call_id}/output")
+    async def tool_output(session_id: str, tool_call_id: str) -> Response:
+        # A large output travels by reference (`output_ref`, a blob sha256) with a preview.
+        # It is served only as the output of a tool call of this session: a sha alone opens
+        # nothing, so a blob is exactly as readable as the session that produced it.
+        _, state = await host.snapshot(session_id)
+        ref = next(
+            (
+                t["tool_calls"][tool_call_id]["output_ref"]
+                for t in state["turns"]
+                if tool_call_id in t["tool_calls"]
+            ),
+            None,
+        )
+        sha = (ref or "").removeprefix("blob:").removeprefix("sha256:")
+        if not ref or not sha:
+            raise Problem("not_found", "this tool call has no stored output")
+        data = await store.blobs.read(sha)
+        return Response(
+            data,
+            media_type="text/plain; charset=utf-8",
+            headers={
+                "Content-Disposition": f'inline; filename="{tool_call_id}.txt"',
+                "Content-Security-Policy": "sandbox",
+                "X-Content-Type-Options": "nosniff",
+            },
+        )
+
     app.state.metrics = metrics
     app.state.host = host
-    # Outermost: nothing, including 404s for unknown paths, is answered before auth.
+    # Nothing, including 404s for unknown paths, is answered before auth ...
     app.add_middleware(Guard, token=token, max_body=max_body)
+    # ... except the web UI's own static files (added last, so outermost): public code that
+    # holds no session data and must load to show a logged-out visitor how to log in.
+    app.add_middleware(WebUI)
     return app
 
 

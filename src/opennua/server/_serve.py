@@ -120,7 +120,7 @@ async def serve(config: ServeConfig) -> None:
                 )
             )
             tasks.append(asyncio.create_task(server.serve()))
-        _announce(config, agent.model, supervisor_id)
+        _announce(config, agent.model, supervisor_id, token)
         await stop.wait()
         if supervisor is not None:
             await supervisor.shutdown()
@@ -137,12 +137,24 @@ def _appended(metrics: Metrics, supervisor: Supervisor | None, count: int) -> No
         supervisor.nudge()  # an accepted message or answer may be claimable now
 
 
-def _announce(config: ServeConfig, model: str, supervisor_id: str) -> None:
+def _announce(config: ServeConfig, model: str, supervisor_id: str, token: str) -> None:
     lines = [f"opennua {config.role} · model {model} · store {config.db_url}"]
     if config.role in ("all", "host"):
-        url = f"http://{config.host}:{config.port}"
-        lines.append(f"listening on {url}")
-        lines.append(f"owner token: {config.data_dir / 'token'} (login: {url}/login?token=<token>)")
+        url = f"http://{_browsable(config.host)}:{config.port}"
+        lines.append(f"listening on http://{config.host}:{config.port}")
+        lines.append(f"owner token: {config.data_dir / 'token'}")
+        # The one place the token is shown: the link trades it for a cookie and redirects
+        # to the web UI (the same token is in the 0600 token file the CLI reads).
+        lines.append(f"web UI: {url}/login?token={token}")
     if config.role in ("all", "supervisor"):
         lines.append(f"supervisor {supervisor_id}")
     print("\n".join(lines), flush=True, file=sys.stdout)
+
+
+def _browsable(host: str) -> str:
+    """A host a browser can open: a wildcard bind address is reached via loopback."""
+    if host in ("0.0.0.0", ""):
+        return "127.0.0.1"
+    if host == "::":
+        return "[::1]"
+    return f"[{host}]" if ":" in host else host
