@@ -18,9 +18,9 @@ def answer(
     session_id: Annotated[str, typer.Argument(metavar="SID")],
     request_id: Annotated[str, typer.Argument(metavar="RID", help="The input request id.")],
     option: Annotated[
-        str | None, typer.Option("--option", "-o", help="One of the offered option ids.")
+        str | None, typer.Option("--option", help="One of the offered option ids.")
     ] = None,
-    text: Annotated[str | None, typer.Option("--text", "-t", help="A free-text answer.")] = None,
+    text: Annotated[str | None, typer.Option("--text", help="A free-text answer.")] = None,
     payload: Annotated[
         str | None, typer.Option("--payload", help="A JSON answer (for a response schema).")
     ] = None,
