@@ -18,6 +18,7 @@ from opennua.host import SessionHost
 from opennua.host.hub import Hub
 from opennua.protocol.ids import new_id
 from opennua.server import create_app
+from opennua.server._serve import uvicorn_config
 from opennua.store import Store
 
 TOKEN = "bench-token"
@@ -43,7 +44,7 @@ async def serving(store: Store, port: int) -> AsyncIterator[Running]:
     host = SessionHost(store, hub, clock=time.time, agent_digest="sha256:bench")
     app = create_app(host, store, hub, token=TOKEN)
     server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+        uvicorn_config(app, "127.0.0.1", port)
     )
     task = asyncio.create_task(server.serve())
     while not server.started:

@@ -17,7 +17,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import uvicorn
 
@@ -47,6 +47,20 @@ class ServeConfig:
     @property
     def db_url(self) -> str:
         return self.db or f"sqlite:///{self.data_dir.resolve()}/nua.db"
+
+
+def uvicorn_config(app: Any, host: str, port: int) -> uvicorn.Config:
+    """How every opennua HTTP server runs (benchmarks use it too, to measure the same)."""
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level="warning",
+        lifespan="on",
+        # Each frame would be compressed again for every subscriber; actions are small
+        # and the link is usually local, so the CPU is better spent elsewhere.
+        ws_per_message_deflate=False,
+    )
 
 
 def owner_token(data_dir: Path) -> str:
@@ -114,11 +128,7 @@ async def serve(config: ServeConfig) -> None:
                 on_append=lambda count: _appended(metrics, supervisor, count),
             )
             app = create_app(host, store, hub, token=token, metrics=metrics)
-            server = uvicorn.Server(
-                uvicorn.Config(
-                    app, host=config.host, port=config.port, log_level="warning", lifespan="on"
-                )
-            )
+            server = uvicorn.Server(uvicorn_config(app, config.host, config.port))
             tasks.append(asyncio.create_task(server.serve()))
         _announce(config, agent.model, supervisor_id, token)
         await stop.wait()

@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from opennua.host import Frame, Hub, SessionHost
+from opennua.host import Hub, SessionHost
 from opennua.protocol import (
     AnswerInput,
     Cancel,
@@ -29,37 +29,9 @@ from opennua.protocol import (
 from opennua.protocol.intents import INTENT_ADAPTER
 
 HEARTBEAT_SECONDS = 15.0
+SEND_TIMEOUT_SECONDS = 10.0
 _log = logging.getLogger(__name__)
 RESYNC_CLOSE_CODE = 4000
-
-
-async def _frames_with_heartbeats(
-    frames: AsyncIterator[Frame], every: float
-) -> AsyncIterator[Frame | None]:
-    """Frames, and None whenever `every` seconds pass without one.
-
-    The pending `anext` is kept across timeouts: cancelling it would close the iterator.
-    """
-    pending: asyncio.Task[Frame] | None = None
-    try:
-        while True:
-            if pending is None:
-                pending = asyncio.ensure_future(anext(frames))
-            done, _ = await asyncio.wait({pending}, timeout=every)
-            if not done:
-                yield None
-                continue
-            try:
-                frame = pending.result()
-            except StopAsyncIteration:
-                return
-            pending = None
-            yield frame
-    finally:
-        if pending is not None:
-            pending.cancel()
-            with contextlib.suppress(BaseException):
-                await pending
 
 
 async def sse_stream(
@@ -67,14 +39,20 @@ async def sse_stream(
 ) -> AsyncIterator[str]:
     yield ": connected\n\n"
     async with hub.subscribe(session_id, after) as subscription:
-        async for frame in _frames_with_heartbeats(aiter(subscription), heartbeat):
-            if frame is None:
+        async for batch in subscription.batches(heartbeat):
+            if not batch:
                 yield ": heartbeat\n\n"
-            elif frame.kind == "resync":
-                yield f"event: resync\ndata: {json.dumps({'seq': frame.seq})}\n\n"
+                continue
+            # A burst goes out as one chunk: SSE frames its events itself.
+            chunk = []
+            for frame in batch:
+                if frame.kind == "resync":
+                    chunk.append(f"event: resync\ndata: {json.dumps({'seq': frame.seq})}\n\n")
+                else:
+                    chunk.append(f"id: {frame.seq}\nevent: action\ndata: {frame.json}\n\n")
+            yield "".join(chunk)
+            if batch[-1].kind == "resync":
                 return
-            else:
-                yield f"id: {frame.seq}\nevent: action\ndata: {frame.json}\n\n"
 
 
 async def websocket_session(
@@ -93,18 +71,20 @@ async def websocket_session(
     send_lock = asyncio.Lock()
 
     async def send(text: str) -> None:
-        async with send_lock:
+        # A peer that stops reading must not pin its subscription (and the session's
+        # ring) forever: a send that cannot complete in time ends the connection.
+        async with send_lock, asyncio.timeout(SEND_TIMEOUT_SECONDS):
             await websocket.send_text(text)
 
     async def pump_out() -> None:
         async with hub.subscribe(session_id, after) as subscription:
-            async for frame in _frames_with_heartbeats(aiter(subscription), heartbeat):
-                if frame is None:
+            async for batch in subscription.batches(heartbeat):
+                if not batch:
                     await send('{"type":"heartbeat"}')
-                elif frame.kind == "resync":
-                    await send(json.dumps({"type": "resync", "seq": frame.seq}))
-                    return
-                else:
+                for frame in batch:
+                    if frame.kind == "resync":
+                        await send(json.dumps({"type": "resync", "seq": frame.seq}))
+                        return
                     await send('{"type":"action","action":' + frame.json + "}")
 
     async def pump_in() -> None:
