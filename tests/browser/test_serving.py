@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import io
+import posixpath
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -67,9 +69,19 @@ async def test_the_shell_loads_without_credentials_and_locks_itself_down(env: En
         assert (await client.get("/ui/icon.svg")).headers["content-type"] == "image/svg+xml"
 
 
-def test_every_module_the_page_imports_is_shipped() -> None:
-    # A module missing from the list above or from the package would only fail in a browser.
-    shipped = {path.removeprefix("/ui/") for path in load_files() if path.endswith(".js")}
+def test_every_file_the_page_references_is_shipped() -> None:
+    # A missing or misspelt module would only fail in a browser: follow index.html's links
+    # and every module's static imports, and require each target to be served.
+    files = load_files()
+    index = files["/"].body.decode()
+    wanted = set(re.findall(r'(?:src|href)="(/ui/[^"]+)"', index))
+    for path, file in files.items():
+        if path.endswith(".js"):
+            base = path.rsplit("/", 1)[0]
+            for target in re.findall(r'from "(\.[^"]+)"', file.body.decode()):
+                wanted.add(posixpath.normpath(f"{base}/{target}"))
+    assert wanted <= set(files), sorted(wanted - set(files))
+    shipped = {path.removeprefix("/ui/") for path in files if path.endswith(".js")}
     assert shipped == set(MODULES)
 
 
