@@ -13,6 +13,9 @@ import { Overlay } from "../../src/opennua/web/overlay.js";
 import { replay, stateToJson } from "../../src/opennua/web/reducer.js";
 import { SessionStore } from "../../src/opennua/web/store.js";
 import { attemptLabel, who } from "../../src/opennua/web/views/format.js";
+// Loaded for their syntax and imports: the views need a DOM only when called.
+import "../../src/opennua/web/views/list.js";
+import "../../src/opennua/web/views/session.js";
 
 const vector = (name) =>
   JSON.parse(readFileSync(new URL(`../conformance/vectors/${name}.json`, import.meta.url)));
@@ -318,7 +321,11 @@ describe("SessionController", () => {
     const opened = actions.findIndex((a) => a.type === "input_request.opened");
     const state = replay(clone(actions.slice(0, opened + 1)));
     const requestId = actions[opened].data.request_id;
-    const resolution = { request_id: requestId, outcome: "selected", answered_by: { client_id: "cli_x" } };
+    const resolution = {
+      request_id: requestId,
+      outcome: "selected",
+      answered_by: { client_id: "cli_x" },
+    };
     const { c, notices } = controller([{ seq: state.seq, state: JSON.parse(stateToJson(state)) }], {
       answer: async () => {
         throw new ApiError(409, { code: "input_request_resolved", resolution });

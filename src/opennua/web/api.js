@@ -61,7 +61,7 @@ export class ApiError extends Error {
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 export class Api {
-  constructor({ base = "", fetchImpl = (...args) => globalThis.fetch(...args), pause = sleep } = {}) {
+  constructor({ base = "", fetchImpl = (...a) => globalThis.fetch(...a), pause = sleep } = {}) {
     this.base = base;
     this.fetch = fetchImpl;
     this.pause = pause;
@@ -174,7 +174,8 @@ export class Api {
   }
 
   toolOutputUrl(sessionId, toolCallId) {
-    return `${this.base}${sessionPath(sessionId)}/tool-calls/${encodeURIComponent(toolCallId)}/output`;
+    const call = encodeURIComponent(toolCallId);
+    return `${this.base}${sessionPath(sessionId)}/tool-calls/${call}/output`;
   }
 }
 

@@ -74,10 +74,6 @@ function openSession(sessionId) {
     onChange: () => {
       const stick = nearBottom();
       view.render();
-      if (!view.rendered) {
-        view.rendered = true;
-        markRendered(view);
-      }
       if (stick) window.scrollTo(0, document.documentElement.scrollHeight);
     },
     onStatus: showConnection,
@@ -101,13 +97,6 @@ function openSession(sessionId) {
 function nearBottom() {
   const el = document.documentElement;
   return el.scrollHeight - el.scrollTop - el.clientHeight < 120;
-}
-
-/** Performance marks for benchmarks/ui_render.py: the first full draw, then its paint. */
-function markRendered(view) {
-  performance.mark("nua:session-rendered");
-  view.root.dataset.rendered = "true";
-  requestAnimationFrame(() => setTimeout(() => performance.mark("nua:session-painted"), 0));
 }
 
 function showFatal(error) {
@@ -147,7 +136,13 @@ function showFatal(error) {
         "form",
         { action: "/login", method: "get" },
         h("label", { for: "login-token" }, "Owner token"),
-        h("input", { id: "login-token", name: "token", type: "password", autocomplete: "off", required: true }),
+        h("input", {
+          id: "login-token",
+          name: "token",
+          type: "password",
+          autocomplete: "off",
+          required: true,
+        }),
         h("button", { type: "submit", class: "primary" }, "Log in"),
       ),
     ),

@@ -10,7 +10,8 @@ export class Overlay {
   constructor() {
     /** intent_id → {intent_id, text, if_busy, status: sending|accepted|unconfirmed, turn_id} */
     this.messages = new Map();
-    /** request_id → {intent_id, request_id, option_id, payload, status: sending|conflict, resolution} */
+    /** request_id → {intent_id, request_id, option_id, payload, status, resolution};
+     * status: sending|conflict (another answer won; `resolution` is the winner's) */
     this.answers = new Map();
     /**
      * request_id → the winning resolution, for requests this client answered second.

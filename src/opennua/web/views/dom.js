@@ -48,6 +48,7 @@ const KEYED = new WeakMap();
  * nothing but the nodes this function put there.
  */
 export function reconcile(container, entries) {
+  const refocus = [];
   const known = KEYED.get(container) ?? new Map();
   const next = new Map();
   let cursor = container.firstChild;
@@ -61,9 +62,15 @@ export function reconcile(container, entries) {
         entry.update(record.node);
       } else {
         const fresh = keyed(entry);
+        // Keep keyboard users where they were: focus inside a rebuilt card moves to the
+        // new card when it can take focus (e.g. an input request after its answer).
+        const focused = record.node.contains(document.activeElement);
         if (record.node === cursor) cursor = cursor.nextSibling;
         record.node.remove();
         record.node = fresh;
+        if (focused && fresh.tabIndex >= -1 && fresh.hasAttribute("tabindex")) {
+          refocus.push(fresh);
+        }
       }
       record.sig = entry.sig;
     }
@@ -75,6 +82,7 @@ export function reconcile(container, entries) {
     if (!next.has(key)) record.node.remove();
   }
   KEYED.set(container, next);
+  for (const node of refocus) node.focus();
 }
 
 // The key also goes on the element: tests and the reader's devtools see the item identity.

@@ -27,7 +27,12 @@ export class ListView {
   }
 
   build() {
-    const title = h("input", { id: "new-title", name: "title", maxlength: 200, placeholder: "Untitled" });
+    const title = h("input", {
+      id: "new-title",
+      name: "title",
+      maxlength: 200,
+      placeholder: "Untitled",
+    });
     this.createButton = h("button", { type: "submit", class: "primary" }, "New session");
     this.list = h("ul", { class: "sessions", "aria-labelledby": "sessions-h" });
     this.status = h("p", { class: "empty", role: "status" }, "Loading…");
@@ -65,7 +70,7 @@ export class ListView {
       this.navigate(session_id);
     } catch (error) {
       if (error.status === 401) return this.onFatal(error);
-      fill(this.error, h("p", { class: "notice" }, `Could not create a session: ${problemText(error)}`));
+      this.showError(`Could not create a session: ${problemText(error)}`);
     } finally {
       this.createButton.disabled = false;
     }
@@ -87,13 +92,20 @@ export class ListView {
       const page = await this.api.listSessions();
       this.items = page.items;
       this.render();
-      await this.summarize(page.items.filter((s) => this.summaries.get(s.session_id)?.seq !== s.last_seq));
+      const moved = page.items.filter(
+        (s) => this.summaries.get(s.session_id)?.seq !== s.last_seq,
+      );
+      await this.summarize(moved);
       this.render();
     } catch (error) {
       if (error.status === 401) return this.onFatal(error);
-      fill(this.error, h("p", { class: "notice" }, `Could not load sessions: ${problemText(error)}`));
+      this.showError(`Could not load sessions: ${problemText(error)}`);
     }
     if (!this.closed) this.timer = setTimeout(() => this.refresh(), REFRESH_MS);
+  }
+
+  showError(text) {
+    fill(this.error, h("p", { class: "notice" }, text));
   }
 
   async summarize(sessions) {
@@ -149,7 +161,11 @@ function row(item, summary) {
         ? h("span", { class: `badge status-${status}` }, SESSION_STATUS[status] ?? status)
         : h("span", { class: "badge" }, "…"),
       summary?.waiting
-        ? h("span", { class: "badge needs-input", dataset: { needsInput: "true" } }, `Needs input (${summary.waiting})`)
+        ? h(
+            "span",
+            { class: "badge needs-input", dataset: { needsInput: "true" } },
+            `Needs input (${summary.waiting})`,
+          )
         : null,
       h("time", { datetime: last, title: last }, `Last activity ${ago(last)}`),
     ),

@@ -29,7 +29,8 @@ export class SessionView {
     this.store = controller.store;
     this.urls = urls;
     this.announce = announce;
-    this.firstRender = true;
+    /** Whether a loaded state has been drawn (the first draw focuses nothing). */
+    this.drawn = false;
     this.sideSig = null;
     this.headSig = null;
     this.build();
@@ -60,7 +61,13 @@ export class SessionView {
         this.notices,
         this.composer.form,
       ),
-      h("aside", { class: "side", "aria-label": "Plan, usage and artifacts" }, this.plan, this.usage, this.artifacts),
+      h(
+        "aside",
+        { class: "side", "aria-label": "Plan, usage and artifacts" },
+        this.plan,
+        this.usage,
+        this.artifacts,
+      ),
     );
   }
 
@@ -120,7 +127,12 @@ export class SessionView {
   /** A refused intent: say why; put a refused message's text back if the box is empty. */
   notice({ kind, error, text }) {
     if (kind === "message" && text && !this.composer.text.value) this.composer.text.value = text;
-    const what = { message: "Message not sent", answer: "Answer not sent", cancel: "Cancel refused", retry: "Retry refused" }[kind];
+    const what = {
+      message: "Message not sent",
+      answer: "Answer not sent",
+      cancel: "Cancel refused",
+      retry: "Retry refused",
+    }[kind];
     const line = h(
       "p",
       { class: "notice", dataset: { code: error.code } },
@@ -162,7 +174,17 @@ export class SessionView {
     this.renderPending();
     this.renderSide(state, ctxBase);
     this.focusNewRequests();
-    this.firstRender = false;
+    if (this.store.loaded && !this.drawn) {
+      this.drawn = true;
+      this.markRendered();
+    }
+  }
+
+  /** Performance marks for benchmarks/ui_render.py: the first full draw, then its frame. */
+  markRendered() {
+    performance.mark("nua:session-rendered");
+    this.root.dataset.rendered = "true";
+    requestAnimationFrame(() => setTimeout(() => performance.mark("nua:session-painted"), 0));
   }
 
   renderHead(state) {
@@ -198,7 +220,8 @@ export class SessionView {
 
   renderSide(state, ctx) {
     const withPlan = [...state.turns].reverse().find((turn) => turn.plan.length > 0);
-    const sig = JSON.stringify([withPlan?.plan, state.usage_by_model, Object.keys(state.artifacts)]);
+    const artifactIds = Object.keys(state.artifacts);
+    const sig = JSON.stringify([withPlan?.plan, state.usage_by_model, artifactIds]);
     if (sig === this.sideSig) return;
     this.sideSig = sig;
     fill(
@@ -224,7 +247,7 @@ export class SessionView {
   /** Move focus to an input request that just opened, so keyboard users can answer it. */
   focusNewRequests() {
     const opened = this.store.takeOpened();
-    if (this.firstRender || opened.length === 0) return;
+    if (!this.drawn || opened.length === 0) return;
     const requestId = opened[opened.length - 1];
     const card = this.turns.querySelector(`[data-request-id="${CSS.escape(requestId)}"]`);
     if (!card || card.dataset.status !== "open") return;
@@ -260,31 +283,38 @@ function updateTurn(node, turn, number, index, ctx) {
   const badge = node.querySelector(".turn-state");
   const ended = turn.state === "ended";
   badge.className = `badge turn-state state-${ended ? turn.stop_reason : turn.state}`;
-  badge.textContent = ended ? STOP_REASON[turn.stop_reason] ?? turn.stop_reason : TURN_STATE[turn.state];
+  badge.textContent = ended
+    ? (STOP_REASON[turn.stop_reason] ?? turn.stop_reason)
+    : TURN_STATE[turn.state];
   const retried = turn.retry_of ? index.get(turn.retry_of) : null;
   fill(
     node.querySelector(".turn-info"),
     turn.retry_of ? `Retry of turn ${retried ?? turn.retry_of} · ` : "",
     clock(turn.started_at),
   );
-  fill(node.querySelector(".turn-actions"), turnActions(turn, number, ctx.controller));
+  // Rebuilt only when the turn's state changes, so a focused button survives streaming.
+  const actions = node.querySelector(".turn-actions");
+  if (actions.dataset.sig !== turn.state) {
+    actions.dataset.sig = turn.state;
+    fill(actions, turnActions(turn, number, ctx.controller));
+  }
   fill(
     node.querySelector(".attempts"),
-    turn.attempts.map((attempt, i) =>
-      h(
+    turn.attempts.map((attempt, i) => {
+      const moved = i > 0 && turn.attempts[i - 1].supervisor_id !== attempt.supervisor_id;
+      return h(
         "li",
-        {
-          class: `attempt${i > 0 && turn.attempts[i - 1].supervisor_id !== attempt.supervisor_id ? " restarted" : ""}`,
-          dataset: { attempt: String(attempt.attempt) },
-        },
+        { class: moved ? "attempt restarted" : "attempt", dataset: { attempt: attempt.attempt } },
         attemptLabel(turn.attempts, i),
-      ),
-    ),
+      );
+    }),
   );
   reconcile(node.querySelector(".timeline"), timelineEntries(turn.timeline, ctx));
   fill(
     node.querySelector(".turn-error"),
-    turn.error ? h("p", { class: "error" }, h("code", null, turn.error.code), " ", turn.error.message) : null,
+    turn.error
+      ? h("p", { class: "error" }, h("code", null, turn.error.code), " ", turn.error.message)
+      : null,
   );
   const usage = node.querySelector(".turn-usage");
   const usageSig = JSON.stringify(turn.usage_by_model);
@@ -293,7 +323,12 @@ function updateTurn(node, turn, number, index, ctx) {
     fill(
       usage,
       Object.keys(turn.usage_by_model).length
-        ? details(`usage:${turn.turn_id}`, true, "Usage (sub-agents included)", usageTable(turn.usage_by_model, "turn"))
+        ? details(
+            `usage:${turn.turn_id}`,
+            true,
+            "Usage (sub-agents included)",
+            usageTable(turn.usage_by_model, "turn"),
+          )
         : null,
     );
   }
@@ -330,7 +365,7 @@ function usageTable(byModel, scope) {
   return h(
     "table",
     { class: "usage", dataset: { scope } },
-    h("thead", null, h("tr", null, h("th", { scope: "col" }, "Model"), USAGE_FIELDS.map((f) => h("th", { scope: "col" }, USAGE_LABELS[f])))),
+    header("Model", USAGE_FIELDS.map((f) => USAGE_LABELS[f])),
     h(
       "tbody",
       null,
@@ -340,6 +375,15 @@ function usageTable(byModel, scope) {
   );
 }
 
+function header(first, names) {
+  const th = (text) => h("th", { scope: "col" }, text);
+  return h("thead", null, h("tr", null, th(first), names.map(th)));
+}
+
+function button(text, onclick) {
+  return h("button", { type: "button", onclick }, text);
+}
+
 /** The same numbers turned on their side (a row per field), to fit the narrow panel. */
 function usageByField(byModel) {
   const models = Object.keys(byModel).sort();
@@ -347,7 +391,7 @@ function usageByField(byModel) {
   return h(
     "table",
     { class: "usage by-field", dataset: { scope: "session" } },
-    h("thead", null, h("tr", null, h("th", { scope: "col" }, "Tokens"), models.map((m) => h("th", { scope: "col" }, m)))),
+    header("Tokens", models),
     h(
       "tbody",
       null,
@@ -371,7 +415,10 @@ function pendingCard(entry, controller) {
   }[entry.status];
   return h(
     "li",
-    { class: `item msg user pending ${entry.status}`, dataset: { intentId: entry.intent_id, status: entry.status } },
+    {
+      class: `item msg user pending ${entry.status}`,
+      dataset: { intentId: entry.intent_id, status: entry.status },
+    },
     h("div", { class: "who" }, "You"),
     h("div", { class: "text" }, entry.text),
     h(
@@ -381,9 +428,9 @@ function pendingCard(entry, controller) {
       entry.status === "unconfirmed"
         ? [
             " ",
-            h("button", { type: "button", onclick: () => controller.resendMessage(entry.intent_id) }, "Send again"),
+            button("Send again", () => controller.resendMessage(entry.intent_id)),
             " ",
-            h("button", { type: "button", onclick: () => controller.discardMessage(entry.intent_id) }, "Discard"),
+            button("Discard", () => controller.discardMessage(entry.intent_id)),
           ]
         : null,
     ),

@@ -184,7 +184,7 @@ function toolCard(call, ctx) {
 function outputBlock(output, isPreview) {
   if (!output) return null;
   if (!isPreview && output.length <= 160 && !output.trimEnd().includes("\n")) {
-    return h("p", { class: "output output-line" }, h("span", { class: "sr-only" }, "Output: "), output);
+    return h("p", { class: "output output-line" }, srOnly("Output: "), output);
   }
   return h(
     "div",
@@ -236,7 +236,9 @@ function requestCard(request, pending, lost, ctx) {
       card.append(payloadForm(request, waiting, ctx));
     }
     if (waiting) card.append(h("p", { class: "note", role: "status" }, "Sending your answer…"));
-    if (pending?.status === "conflict") card.append(resolutionLine(request, pending.resolution, ctx));
+    if (pending?.status === "conflict") {
+      card.append(resolutionLine(request, pending.resolution, ctx));
+    }
   } else {
     card.append(resolutionLine(request, request, ctx));
   }
@@ -337,12 +339,15 @@ function updateWorker(node, worker, ctx) {
   const planSig = JSON.stringify(worker.plan);
   if (plan.dataset.sig !== planSig) {
     plan.dataset.sig = planSig;
-    plan.replaceChildren(...(worker.plan.length ? [h("h4", null, "Plan"), planList(worker.plan)] : []));
+    const entries = worker.plan.length ? [h("h4", null, "Plan"), planList(worker.plan)] : [];
+    plan.replaceChildren(...entries);
   }
   reconcile(node.querySelector(".timeline"), timelineEntries(worker.timeline, ctx));
   const usage = sumUsage([worker.usage]);
   node.querySelector(".worker-foot").replaceChildren(
-    worker.summary ? h("p", { class: "summary" }, h("strong", null, "Summary: "), worker.summary) : "",
+    worker.summary
+      ? h("p", { class: "summary" }, h("strong", null, "Summary: "), worker.summary)
+      : "",
     h(
       "p",
       { class: "usage-line" },
@@ -374,7 +379,10 @@ export function planList(entries) {
 function artifactCard(artifact, ctx) {
   return h(
     "li",
-    { class: "item card artifact", dataset: { kind: "artifact", artifactId: artifact.artifact_id } },
+    {
+      class: "item card artifact",
+      dataset: { kind: "artifact", artifactId: artifact.artifact_id },
+    },
     h(
       "div",
       { class: "card-head" },
