@@ -37,10 +37,48 @@ PACE_DELTAS = """
 """
 
 
+# Runs before the page's own scripts: keeps the page's EventSources within reach (so a test
+# can deliver a frame the server would send) and records the connection indicator's states.
+OBSERVE = """
+(() => {
+  const Real = window.EventSource;
+  const test = (window.__nuaTest = { sources: [], statuses: [] });
+  window.EventSource = class extends Real {
+    constructor(...args) {
+      super(...args);
+      test.sources.push(this);
+    }
+  };
+  document.addEventListener("DOMContentLoaded", () => {
+    const el = document.getElementById("connection");
+    new MutationObserver(() => test.statuses.push(el.dataset.status)).observe(el, {
+      attributes: true,
+      attributeFilter: ["data-status"],
+    });
+  });
+})();
+"""
+
+
+def deliver(page: Page, event: str, data: dict[str, Any]) -> None:
+    """Deliver an SSE frame to the page's current stream, as if the server had sent it."""
+    page.evaluate(
+        """([event, data]) => window.__nuaTest.sources.at(-1).dispatchEvent(
+               new MessageEvent(event, { data: JSON.stringify(data) }))""",
+        [event, data],
+    )
+
+
+def statuses(page: Page) -> list[str]:
+    seen: list[str] = page.evaluate("window.__nuaTest.statuses")
+    return seen
+
+
 def open_ui(browser: Browser, server: Server, *, pace_deltas: bool = False) -> Page:
     """A fresh browser context (own cookies, own client_id) logged in through the link."""
     context = browser.new_context(viewport={"width": 1280, "height": 900}, accept_downloads=True)
     context.set_default_timeout(30_000)
+    context.add_init_script(OBSERVE)
     if pace_deltas:
         context.add_init_script(PACE_DELTAS)
     page = context.new_page()

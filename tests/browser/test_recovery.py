@@ -11,11 +11,13 @@ import pytest
 from playwright.sync_api import Page
 
 from tests.browser._ui import (
+    deliver,
     expected_keys,
     nua_show_json,
     open_session,
     server_state,
     start_demo,
+    statuses,
     timeline_keys,
     ui_state_json,
     wait_converged,
@@ -57,6 +59,31 @@ def test_reload_mid_task_keeps_the_timeline_and_follows_on(
     assert timeline_keys(page) == expected_keys(server_state(server, sid))
     assert final == ui_state_json(page)
     assert page.inner_text("#connection") == "Live"
+
+    # A `resync` frame (the server dropped a slow subscriber) and a hole in the log both
+    # fetch a snapshot and follow from there: the indicator says so, the state is the same.
+    for event, data in (
+        ("resync", {"seq": json.loads(final)["seq"]}),
+        (
+            "action",
+            {
+                "v": 1,
+                "session_id": sid,
+                "seq": json.loads(final)["seq"] + 2,
+                "id": "act_x",
+                "type": "turn.state",
+                "ts": "2026-01-01T00:00:00Z",
+                "data": {"state": "running"},
+            },
+        ),
+    ):
+        before = len(statuses(page))
+        sources = page.evaluate("window.__nuaTest.sources.length")
+        deliver(page, event, data)
+        wait_for(lambda n=before: statuses(page)[n:][-1:] == ["live"], timeout=10)
+        assert "resyncing" in statuses(page)[before:]
+        assert page.evaluate("window.__nuaTest.sources.length") == sources + 1
+        assert ui_state_json(page) == final
     assert page.errors == []  # type: ignore[attr-defined]
 
 
@@ -73,8 +100,10 @@ def test_kill9_mid_task_then_restart(ui: Callable[..., Page], server: Server) ->
     page.wait_for_selector("#connection[data-status=reconnecting]", timeout=10_000)
     server.start()  # same port and data directory
 
-    # The page reconnects by itself and follows the new attempt to the end.
+    # The page reconnects by itself (from the seq it holds) and follows the new attempt.
     page.wait_for_selector("#connection[data-status=live]", timeout=20_000)
+    url = page.evaluate("window.__nuaTest.sources.at(-1).url")
+    assert int(url.rsplit("after=", 1)[1]) >= seq_at_kill
     marker = page.wait_for_selector(".attempt.restarted", timeout=30_000)
     assert "resumed after restart" in marker.inner_text()
     page.wait_for_selector(".turn[data-state=ended]", timeout=60_000)
