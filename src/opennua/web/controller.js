@@ -89,7 +89,9 @@ export class SessionController {
     try {
       if (this.store.apply(action)) this.changed();
     } catch (error) {
-      if (!(error instanceof SequenceGap)) throw error;
+      // A hole in the log, or an action this reducer cannot load (the state is unchanged
+      // either way): the server's snapshot has it folded, so take that and go on from it.
+      if (!(error instanceof SequenceGap)) console.error("action not applied", action, error);
       this.resync();
     }
   }
