@@ -149,15 +149,17 @@ async def subscribers(
         with contextlib.suppress(ConnectionClosed):
             async for message in ws:
                 now = time.time()
-                at = message.find(MARK)
-                if at >= 0:
-                    n = int(message[at + len(MARK) : at + len(MARK) + 10])
-                    got.append(n)
-                    got.append(now)
-                    if n == total - 1:
-                        break
-                elif message.startswith('{"type": "resync"'):
+                if message.startswith('{"type": "resync"'):
                     resyncs += 1
+                    break
+                # One message carries every action queued since the last one.
+                at, last = message.find(MARK), -1
+                while at >= 0:
+                    last = int(message[at + len(MARK) : at + len(MARK) + 10])
+                    got.append(last)
+                    got.append(now)
+                    at = message.find(MARK, at + len(MARK))
+                if last == total - 1:
                     break
         return got
 

@@ -86,8 +86,8 @@ async def test_websocket_actions_out_intents_in(env: Env) -> None:
             seqs: list[int] = []
             while len(seqs) < 2:
                 frame = json.loads(await asyncio.wait_for(ws.recv(), 10))
-                if frame["type"] == "action":
-                    seqs.append(frame["action"]["seq"])
+                if frame["type"] == "actions":
+                    seqs.extend(action["seq"] for action in frame["actions"])
             assert seqs == [4, 5]
             intent = {
                 "type": "send_message",
@@ -100,8 +100,8 @@ async def test_websocket_actions_out_intents_in(env: Env) -> None:
                 frame = json.loads(await asyncio.wait_for(ws.recv(), 10))
                 if frame["type"] == "result":
                     result = frame["result"]
-                elif frame["type"] == "action":
-                    actions.append(frame["action"])
+                elif frame["type"] == "actions":
+                    actions.extend(frame["actions"])
             assert result["type"] == "accepted" and result["intent_id"] == "int_ws_1"
             assert actions[0]["intent_id"] == "int_ws_1"
             assert actions[0]["client_id"] == "cli_ws"

@@ -81,11 +81,15 @@ async def websocket_session(
             async for batch in subscription.batches(heartbeat):
                 if not batch:
                     await send('{"type":"heartbeat"}')
-                for frame in batch:
-                    if frame.kind == "resync":
-                        await send(json.dumps({"type": "resync", "seq": frame.seq}))
-                        return
-                    await send('{"type":"action","action":' + frame.json + "}")
+                    continue
+                # Whatever queued up while the last message was written goes out as one
+                # message: a slow link gets fewer, larger messages instead of falling behind.
+                actions = [frame.json for frame in batch if frame.kind == "action"]
+                if actions:
+                    await send('{"type":"actions","actions":[' + ",".join(actions) + "]}")
+                if batch[-1].kind == "resync":
+                    await send(json.dumps({"type": "resync", "seq": batch[-1].seq}))
+                    return
 
     async def pump_in() -> None:
         while True:
