@@ -96,6 +96,7 @@ def test_metrics_count_appends_and_claims_of_a_real_server(tmp_path: Path) -> No
                 json={"client_id": "cli_t", "content": [{"type": "text", "text": "go"}]},
             )
             wait_for(lambda: _state(client, sid)["state"]["open_input_requests"])
+            seq = _state(client, sid)["seq"]
             text = client.get("/metrics").text
         values = {
             line.split(" ")[0]: float(line.split(" ")[1])
@@ -103,6 +104,29 @@ def test_metrics_count_appends_and_claims_of_a_real_server(tmp_path: Path) -> No
             if line and not line.startswith("#")
         }
         assert values["nua_claims_total"] >= 1
-        assert values["nua_actions_appended_total"] >= 3
+        # Every action of the log was appended by this process: the host's and the
+        # supervisor's alike.
+        assert values["nua_actions_appended_total"] == seq
+    finally:
+        server.stop()
+
+
+def test_a_real_server_answers_errors_as_problem_json(tmp_path: Path) -> None:
+    server = Server(tmp_path, step_delay="0").start()
+    try:
+        assert httpx.get(server.url + "/healthz").status_code == 200
+        anonymous = httpx.get(server.url + "/v1/sessions")
+        assert anonymous.status_code == 401
+        assert anonymous.headers["content-type"].startswith("application/problem+json")
+        assert anonymous.json()["code"] == "unauthorized"
+        # A token in the query string of an API route is never accepted.
+        leaked = httpx.get(server.url + "/v1/sessions", params={"token": server.token})
+        assert leaked.status_code == 401
+        with server.client() as client:
+            missing = client.get("/v1/sessions/ses_01JNOPE0000000000000000000")
+            assert missing.status_code == 404 and missing.json()["code"] == "not_found"
+            invalid = client.post("/v1/sessions/ses_x/messages", json={"content": "not a list"})
+            assert invalid.status_code in (404, 422)
+            assert "code" in invalid.json()
     finally:
         server.stop()

@@ -114,6 +114,7 @@ async def serve(config: ServeConfig) -> None:
                 ttl=config.lease_ttl,
                 on_claim=metrics.claims.inc,
                 on_fenced=metrics.fenced_writes.inc,
+                on_append=metrics.actions_appended.inc,
             )
             tasks.append(asyncio.create_task(supervisor.run()))
         server = None

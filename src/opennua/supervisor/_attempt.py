@@ -44,6 +44,7 @@ class AttemptConfig:
     clock: Callable[[], float]
     model: Any = None  # a pydantic-ai Model overriding the agent's (tests)
     on_fenced: Callable[[], None] = lambda: None  # metrics: a write or renewal was fenced
+    on_append: Callable[[int], None] = lambda count: None  # metrics: actions appended
 
 
 def host_action(
@@ -83,6 +84,7 @@ class Attempt:
             owner=config.supervisor_id,
             clock=config.clock,
             on_fenced=self._lost,
+            on_append=config.on_append,
         )
 
     def _lost(self) -> None:

@@ -31,6 +31,7 @@ class StoreJournal:
         owner: str,
         clock: Callable[[], float],
         on_fenced: Callable[[], None] = lambda: None,
+        on_append: Callable[[int], None] = lambda count: None,
     ) -> None:
         self._store = store
         self._execution = claimed.execution
@@ -38,6 +39,7 @@ class StoreJournal:
         self._owner = owner
         self._clock = clock
         self._on_fenced = on_fenced
+        self._on_append = on_append
 
     @property
     def session_id(self) -> str:
@@ -62,6 +64,7 @@ class StoreJournal:
         except Fenced as exc:
             self._on_fenced()
             raise RuntimeFenced(str(exc)) from exc
+        self._on_append(sum(len(seqs) for seqs in tx.seqs.values()))
 
     async def emit(self, events: Sequence[RuntimeEvent]) -> None:
         actions = self.actions(events)

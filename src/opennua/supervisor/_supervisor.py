@@ -40,10 +40,13 @@ class Supervisor:
         model: Any = None,
         on_claim: Callable[[], None] = lambda: None,
         on_fenced: Callable[[], None] = lambda: None,
+        on_append: Callable[[int], None] = lambda count: None,
     ) -> None:
         self.store = store
         self.agent = agent
-        self.config = AttemptConfig(supervisor_id, ttl, data_dir, clock, model, on_fenced)
+        self.config = AttemptConfig(
+            supervisor_id, ttl, data_dir, clock, model, on_fenced, on_append
+        )
         self._on_claim = on_claim
         self._poll = poll_interval
         self._slots = asyncio.Semaphore(concurrency)
