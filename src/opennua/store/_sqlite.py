@@ -92,6 +92,10 @@ class SQLiteStore(Store):
         self.path = path
         self._loop = asyncio.get_running_loop()
         self._queue: collections.deque[_Pending] = collections.deque()
+        # Units submitted during one event-loop iteration, handed to the writer together
+        # by one _flush callback (see _commit).
+        self._outbox: list[_Pending] = []
+        self._flush_scheduled = False
         self._cond = threading.Condition()
         self._stopping = False
         self._closed = False
@@ -125,10 +129,25 @@ class SQLiteStore(Store):
         if self._stopping:
             raise StoreError("the store is closed")
         future: asyncio.Future[list[Any]] = self._loop.create_future()
-        with self._cond:
-            self._queue.append(_Pending(unit, future))
-            self._cond.notify()
+        # Not straight to the writer: callers woken by one COMMIT resume in the same loop
+        # iteration and submit their next units one after another. Handing each over as it
+        # comes let the writer start a transaction on the first few and fsync them alone
+        # while the rest queued behind it. _flush runs once the loop has run everything
+        # that was ready, so they reach the writer as one batch (and one lock round trip).
+        self._outbox.append(_Pending(unit, future))
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
         return await future
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        if not self._outbox:
+            return
+        batch, self._outbox = self._outbox, []
+        with self._cond:
+            self._queue.extend(batch)
+            self._cond.notify()
 
     def _writer_main(self, conn: sqlite3.Connection) -> None:
         try:
@@ -255,6 +274,7 @@ class SQLiteStore(Store):
         if self._closed:
             return
         self._closed = True
+        self._flush()  # units already submitted are committed before the writer stops
         with self._cond:
             self._stopping = True
             self._cond.notify()
