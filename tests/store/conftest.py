@@ -10,11 +10,15 @@ from typing import Any
 import pytest
 
 from opennua.store import Execution, Store, open_store
+from opennua.store._postgres import PostgresStore
 
 BACKENDS = [
     "sqlite",
     "sqlite-spaces",
     pytest.param("postgres", marks=pytest.mark.postgres),
+    # The same PostgreSQL store without its one-call fast path (_pg_fast): every unit
+    # runs the shared op programs, so the two paths are held to one contract.
+    pytest.param("postgres-programs", marks=pytest.mark.postgres),
 ]
 
 
@@ -25,6 +29,9 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite-spaces":
         folder = tmp_path / "a dir with spaces"
         return f"sqlite:///{folder}/nua store.db"
+    if request.param == "postgres-programs":
+        monkeypatch = request.getfixturevalue("monkeypatch")
+        monkeypatch.setattr(PostgresStore, "fast_path", False)
     url: str = request.getfixturevalue("pg_url")
     return url
 
