@@ -26,7 +26,8 @@ from ._unit import Unit
 _encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 APPEND_SQL = (
-    "SELECT nua_append_rows(%s::text[], %s::int[], %s::text[], %s::text[], %s::text[], %s::text[])"
+    "SELECT nua_append_rows(%s::text[], %s::int[], %s::text[], %s::text[], %s::text[], "
+    "%s::text[], %s::text[])"
 )
 UNIT_SQL = (
     "SELECT nua_unit(%s, %s, %s, %s, %s::text[], %s::text[], %s::text[], %s::float8[], "
@@ -121,6 +122,7 @@ def append_params(
     order = sorted(groups.items())
     rows = ActionRows()
     counts = []
+    row_sids: list[str] = []
     try:
         for sid, indexes in order:
             n = 0
@@ -129,10 +131,12 @@ def append_params(
                 rows.add(sid, acts)
                 n += len(acts)
             counts.append(n)
+            row_sids.extend([sid] * n)
     except _Unsupported:
         return None
     sessions = text_array([sid for sid, _ in order])
-    return [sessions, "{" + ",".join(map(str, counts)) + "}", *rows.params()], order
+    counts_array = "{" + ",".join(map(str, counts)) + "}"
+    return [sessions, counts_array, text_array(row_sids), *rows.params()], order
 
 
 def append_outcomes(

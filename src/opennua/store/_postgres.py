@@ -246,6 +246,18 @@ class PostgresStore(Store):
                 assert isinstance(op, Append)
                 items.append((op.session_id, op.actions))
             prepared = _pg_fast.append_params(items)
+            if prepared is not None and len(prepared[1]) == 1:
+                # One session (e.g. a sequential appender): the single-session function
+                # behind nua_unit is cheaper than the set-based batch.
+                merged = Unit(None, tuple(op for unit in units for op in unit.ops))
+                unit_params = _pg_fast.unit_params(merged)
+                if unit_params is not None:
+                    (outcome,), _ = await self._run_fast(
+                        conn, [merged], _pg_fast.UNIT_SQL, unit_params, None
+                    )
+                    if isinstance(outcome, BaseException):
+                        return [outcome] * len(units), {}
+                    return [[r] for r in outcome], {}
             if prepared is not None:
                 params, order = prepared
                 return await self._run_fast(
