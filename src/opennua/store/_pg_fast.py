@@ -60,6 +60,19 @@ class ActionRows:
         return [text_array(c) for c in (self.aid, self.typ, self.head, self.tail)]
 
 
+def plain_array(values: Sequence[float | int | None]) -> str:
+    """A numeric array literal (``repr`` of a float is valid float8 input, inf and nan too)."""
+    return "{" + ",".join("NULL" if v is None else repr(v) for v in values) + "}"
+
+
+def _plain(value: object) -> bool:
+    return value is None or type(value) in (int, float)
+
+
+def bytea_array(values: Sequence[bytes | None]) -> str:
+    return "{" + ",".join("NULL" if v is None else '"\\\\x' + v.hex() + '"' for v in values) + "}"
+
+
 def text_array(values: Sequence[str | None]) -> str:
     """A ``text[]`` literal. Much cheaper than psycopg's pure-Python array dumper, which
     escapes element by element with a regex (half the client CPU of a batch append)."""
@@ -204,6 +217,8 @@ def unit_params(unit: Unit) -> list[Any] | None:
                     return None
             else:
                 return None
+            if not (_plain(num) and _plain(integer)):
+                return None
             kinds.append(kind)
             keys.append(key)
             texts.append(text)
@@ -224,10 +239,10 @@ def unit_params(unit: Unit) -> list[Any] | None:
         text_array(kinds),
         text_array(keys),
         text_array(texts),
-        nums,
-        ints,
-        bins,
-        counts,
+        plain_array(nums),
+        plain_array(ints),
+        bytea_array(bins),
+        plain_array(counts),
         *rows.params(),
     ]
 
