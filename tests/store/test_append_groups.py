@@ -1,0 +1,61 @@
+"""Appends that share one group commit: each caller gets its own outcome.
+
+On SQLite these run through the writer's set-based fast path (_sqlite_append); the
+same assertions hold for every backend.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from opennua.store import NotFound, Store
+
+from .conftest import action
+
+
+async def test_grouped_appends_fail_alone_and_dedupe_across_callers(store: Store) -> None:
+    for sid in ("ses_a", "ses_b"):
+        await store.create_session(sid, created_at=1.0)
+    await store.append("ses_a", [action("ses_a", 1)])
+    outcomes = await asyncio.gather(
+        store.append("ses_a", [action("ses_a", 1), action("ses_a", 2)]),  # 1 is known
+        store.append("ses_missing", [action("ses_missing", 1)]),
+        store.append("ses_b", [action("ses_b", 1), action("ses_b", 1)]),  # same id twice
+        store.append("ses_a", [action("ses_a", 2), action("ses_a", 3)]),  # 2 from a peer
+        return_exceptions=True,
+    )
+    assert outcomes[0] == [1, 2]
+    assert isinstance(outcomes[1], NotFound)
+    assert outcomes[2] == [1, 1]
+    assert outcomes[3] == [2, 3]
+    assert [a["seq"] for a in await store.read("ses_a")] == [1, 2, 3]
+    assert [a["id"] for a in await store.read("ses_b")] == [action("ses_b", 1)["id"]]
+    body = (await store.read("ses_a"))[2]
+    assert (body["session_id"], body["seq"], body["data"]) == (
+        "ses_a",
+        3,
+        action("ses_a", 3)["data"],
+    )
+
+
+async def test_a_transaction_may_append_twice(store: Store, store_url: str) -> None:
+    if store_url.startswith("postgres"):
+        # Known: PostgresStore unpacks an unfenced all-append unit as ONE append and
+        # fails with "too many values to unpack"; reported to the PostgreSQL side
+        # (_postgres.py is not ours to change here). SQLite runs it as a plain unit.
+        pytest.skip("PostgreSQL: multi-append unit bug, reported")
+    await store.create_session("ses_a", created_at=1.0)
+    async with store.transaction() as tx:
+        first = tx.append("ses_a", [action("ses_a", 1)])
+        second = tx.append("ses_a", [action("ses_a", 2), action("ses_a", 1)])
+    assert (first.value, second.value) == ([1], [2, 1])
+    assert tx.seqs == {"ses_a": [1, 2, 1]}
+
+
+@pytest.mark.parametrize("n", [1, 250])
+async def test_many_callers_one_session_stay_gapless(store: Store, n: int) -> None:
+    await store.create_session("ses_a", created_at=1.0)
+    got = await asyncio.gather(*(store.append("ses_a", [action("ses_a", k)]) for k in range(n)))
+    assert sorted(s for (s,) in got) == list(range(1, n + 1))
