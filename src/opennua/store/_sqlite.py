@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 from ._base import Store
 from ._blobs import BlobStore
 from ._errors import CommitUnknown, Conflict, StoreError, Unavailable
-from ._exec_ops import unit_program
+from ._exec_ops import fence_program
 from ._log_ops import Append
 from ._migrations import migrate_sqlite
 from ._sql import Dialect, Effects, Program
@@ -241,6 +241,18 @@ class SQLiteStore(Store):
                     j += 1
                 self._run_appends(conn, units, i, j, outcomes, wakeups)
                 i = j
+            elif len(units) == 1:
+                # Alone in its transaction (the common case at light load, e.g. an
+                # attempt's steps): no SAVEPOINT; if it fails, the ROLLBACK is its undo.
+                outcome = self._run_unit(conn, units[0], wakeups, savepoint=False)
+                if isinstance(outcome, StoreError):
+                    try:
+                        conn.execute("ROLLBACK")
+                    except sqlite3.Error as exc:
+                        return [Unavailable(f"sqlite: {exc}")], {}
+                    return [outcome], {}
+                outcomes[0] = outcome
+                i += 1
             else:
                 outcomes[i] = self._run_unit(conn, units[i], wakeups)
                 i += 1
@@ -280,16 +292,26 @@ class SQLiteStore(Store):
         outcomes[start:stop] = [r if isinstance(r, StoreError) else [r] for r in results]
         _merge(wakeups, moved)
 
-    def _run_unit(self, conn: sqlite3.Connection, unit: Unit, wakeups: dict[str, int]) -> Any:
+    def _run_unit(
+        self,
+        conn: sqlite3.Connection,
+        unit: Unit,
+        wakeups: dict[str, int],
+        *,
+        savepoint: bool = True,
+    ) -> Any:
         fx = Effects()
-        conn.execute("SAVEPOINT unit")
+        if savepoint:
+            conn.execute("SAVEPOINT unit")
         try:
-            results = drive(conn, unit_program(_DIALECT, unit.fence, unit.ops, fx))
+            results = _unit_ops(conn, unit, fx)
         except StoreError as exc:
-            conn.execute("ROLLBACK TO unit")
-            conn.execute("RELEASE unit")
+            if savepoint:
+                conn.execute("ROLLBACK TO unit")
+                conn.execute("RELEASE unit")
             return exc
-        conn.execute("RELEASE unit")
+        if savepoint:
+            conn.execute("RELEASE unit")
         _merge(wakeups, fx.wakeups)
         return results
 
@@ -360,6 +382,24 @@ class SQLiteStore(Store):
         for conn in self._reader_conns:
             conn.close()
         self._hub.close()
+
+
+def _unit_ops(conn: sqlite3.Connection, unit: Unit, fx: Effects) -> list[Any]:
+    """``unit_program`` (fence check, then every op in order), with appends on the fast
+    path: an attempt's step appends its actions, and append_program's generator and
+    per-size SQL were a good part of the step's Python in the writer."""
+    if unit.fence is not None:
+        drive(conn, fence_program(_DIALECT, *unit.fence))
+    results: list[Any] = []
+    for op in unit.ops:
+        if type(op) is Append:
+            (result,) = run_appends(conn, [(op.session_id, op.actions)], fx.wakeups)
+            if isinstance(result, StoreError):
+                raise result
+            results.append(result)
+        else:
+            results.append(drive(conn, op.run(_DIALECT, fx)))
+    return results
 
 
 def _one_append(unit: Unit) -> bool:
