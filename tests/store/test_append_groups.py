@@ -40,12 +40,7 @@ async def test_grouped_appends_fail_alone_and_dedupe_across_callers(store: Store
     )
 
 
-async def test_a_transaction_may_append_twice(store: Store, store_url: str) -> None:
-    if store_url.startswith("postgres"):
-        # Known: PostgresStore unpacks an unfenced all-append unit as ONE append and
-        # fails with "too many values to unpack"; reported to the PostgreSQL side
-        # (_postgres.py is not ours to change here). SQLite runs it as a plain unit.
-        pytest.skip("PostgreSQL: multi-append unit bug, reported")
+async def test_a_transaction_may_append_twice(store: Store) -> None:
     await store.create_session("ses_a", created_at=1.0)
     async with store.transaction() as tx:
         first = tx.append("ses_a", [action("ses_a", 1)])
