@@ -9,8 +9,6 @@ writer thread's Python was a third of the batch time:
 - set-valued parameters travel as ONE JSON text read with ``json_each``, so each
   statement's SQL is constant and stays in sqlite3's prepared-statement cache (an
   ``IN (?,?,...)`` list is new SQL for every batch size, re-parsed and re-planned);
-- the ``last_seq`` moves are one ``UPDATE ... FROM json_each`` instead of one
-  ``executemany`` row per session;
 - bodies are encoded by one reused encoder (byte-identical to ``_sql.dumps``); no
   generator round trips between the program and the driver.
 """
@@ -39,10 +37,8 @@ _KNOWN = (
     "ON a.action_id = v.value ->> 1 AND a.session_id = v.value ->> 0"
 )
 _INSERT = "INSERT INTO actions (session_id, seq, action_id, type, body) VALUES (?, ?, ?, ?, ?)"
-_MOVE = (
-    "UPDATE sessions SET last_seq = v.value ->> 1 FROM json_each(?) AS v "
-    "WHERE sessions.session_id = v.value ->> 0"
-)
+# executemany, not UPDATE ... FROM json_each: measured ~10% cheaper for 100 sessions.
+_MOVE = "UPDATE sessions SET last_seq = ? WHERE session_id = ?"
 
 
 def run_appends(
@@ -97,9 +93,9 @@ def _run(
         out.append(seqs)
     if new_rows:
         conn.executemany(_INSERT, new_rows)
-        moved = [[sid, seq] for sid, seq in last.items() if seq != first[sid]]
-        conn.execute(_MOVE, (_param(moved),))
-        for sid, seq in moved:
+        moved = [(seq, sid) for sid, seq in last.items() if seq != first[sid]]
+        conn.executemany(_MOVE, moved)
+        for seq, sid in moved:
             if seq > wakeups.get(sid, 0):
                 wakeups[sid] = seq
     return out
