@@ -65,10 +65,8 @@ async def test_fast_path_stores_what_sqlite_stores(
 
 
 @pytest.mark.postgres
-async def test_a_batch_with_a_missing_session_fails_only_that_caller(store_url: str) -> None:
-    if not store_url.startswith("postgres"):
-        pytest.skip("PostgreSQL only")
-    async with await open_store(store_url) as store:
+async def test_a_batch_with_a_missing_session_fails_only_that_caller(pg_url: str) -> None:
+    async with await open_store(pg_url) as store:
         for sid in ("ses_a", "ses_c"):
             await store.create_session(sid, created_at=1.0)
         outcomes = await asyncio.gather(
