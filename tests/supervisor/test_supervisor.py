@@ -173,8 +173,11 @@ async def test_deadline_passing_while_waiting_ends_the_turn(tmp_path: Path) -> N
             await asyncio.gather(runner, return_exceptions=True)
         assert (await store.get_execution(EID)).status == "deadline_exceeded"
         state = await _state(store)
+        assert state["anomalies"] == []
         assert state["turns"][0]["stop_reason"] == "deadline_exceeded"
         assert state["open_input_requests"] == []
+        requests = list(state["turns"][0]["input_requests"].values())
+        assert [r["outcome"] for r in requests] == ["expired"]
         assert state["status"] == "idle"
 
 

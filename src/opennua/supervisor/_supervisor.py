@@ -97,17 +97,38 @@ class Supervisor:
             await asyncio.sleep(max(self._poll * 5, 1.0))
 
     async def sweep_deadlines(self) -> None:
-        """End executions nobody runs whose deadline passed, and tell their session."""
+        """End executions nobody runs whose deadline passed, and tell their session.
+
+        The store expired their open input requests in the same commit; clients are told
+        each request expired (not merely closed) before the turn ends.
+        """
         now = self.config.clock()
+        ts = rfc3339(now)
         for execution in await self.store.sweep_deadlines(now):
-            action = host_action(
-                _Unclaimed(execution),
-                "turn.ended",
-                "turn.ended",
-                {"stop_reason": "deadline_exceeded", "error": None},
-                rfc3339(now),
+            target = _Unclaimed(execution)
+            expired = await self.store.list_input_requests(
+                execution_id=execution.execution_id, status="expired"
             )
-            await self.store.append(execution.session_id, [action])
+            actions = [
+                host_action(
+                    target,
+                    f"request/{request.request_id}/expired",
+                    "input_request.resolved",
+                    {"request_id": request.request_id, "outcome": "expired"},
+                    ts,
+                )
+                for request in expired
+            ]
+            actions.append(
+                host_action(
+                    target,
+                    "turn.ended",
+                    "turn.ended",
+                    {"stop_reason": "deadline_exceeded", "error": None},
+                    ts,
+                )
+            )
+            await self.store.append(execution.session_id, actions)
 
     async def shutdown(self, grace: float = 5.0) -> None:
         """Stop claiming; cancel running attempts and release their leases. Idempotent."""
