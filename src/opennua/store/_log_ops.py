@@ -3,7 +3,7 @@ idempotency records and artifact metadata."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,8 +72,33 @@ def append_program(
         )
         known.update(((r[0], r[1]), r[2]) for r in rows)
     first = dict(last)
+    out, new_rows = assign_seqs(items, last, known, dumps)
+    if new_rows:
+        yield d.insert_actions(new_rows)
+        moved = [(seq, sid) for sid, seq in last.items() if seq != first[sid]]
+        yield d.move_last_seqs(moved)
+        for seq, sid in moved:
+            fx.wakeups[sid] = seq
+    return out
+
+
+Row = tuple[str, int, str, str, str]
+
+
+def assign_seqs(
+    items: Sequence[tuple[str, Sequence[Action]]],
+    last: dict[str, int],
+    known: dict[tuple[str, str], int],
+    encode: Callable[[Any], str],
+) -> tuple[list[list[int] | StoreError], list[Row]]:
+    """Per item, its seqs or the error it alone fails with; and the rows to insert.
+
+    New ids are numbered after their session's `last` seq (advanced in place); ids in
+    `known` keep their seq and write nothing. Both append paths (the shared program and
+    SQLite's fast path) number actions here, so they cannot disagree.
+    """
     out: list[list[int] | StoreError] = []
-    new_rows: list[tuple[str, int, str, str, str]] = []
+    new_rows: list[Row] = []
     for sid, acts in items:
         if sid not in last:
             out.append(NotFound("session", sid))
@@ -92,16 +117,10 @@ def append_program(
                 body = dict(a)
                 body["session_id"] = sid
                 body["seq"] = seq
-                new_rows.append((sid, seq, a["id"], a["type"], dumps(body)))
+                new_rows.append((sid, seq, a["id"], a["type"], encode(body)))
             seqs.append(seq)
         out.append(seqs)
-    if new_rows:
-        yield d.insert_actions(new_rows)
-        moved = [(seq, sid) for sid, seq in last.items() if seq != first[sid]]
-        yield d.move_last_seqs(moved)
-        for seq, sid in moved:
-            fx.wakeups[sid] = seq
-    return out
+    return out, new_rows
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,8 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from ._errors import Conflict, InvalidInput, NotFound, StoreError, Unavailable
+from ._errors import Conflict, StoreError, Unavailable
+from ._log_ops import assign_seqs
 
 Action = dict[str, Any]
 
@@ -68,29 +69,7 @@ def _run(
         for r in conn.execute(_KNOWN, (_param(pairs),)).fetchall():
             known[(r[0], r[1])] = r[2]
     first = dict(last)
-    out: list[list[int] | StoreError] = []
-    new_rows: list[tuple[str, int, str, str, str]] = []
-    for sid, acts in items:
-        if sid not in last:
-            out.append(NotFound("session", sid))
-            continue
-        bad = next((a for a in acts if a.get("session_id") not in (None, sid)), None)
-        if bad is not None:
-            out.append(InvalidInput(f"action {bad['id']!r} does not belong to {sid!r}"))
-            continue
-        seqs = []
-        for a in acts:
-            key = (sid, a["id"])
-            seq = known.get(key)
-            if seq is None:
-                seq = last[sid] + 1
-                last[sid] = known[key] = seq
-                body = dict(a)
-                body["session_id"] = sid
-                body["seq"] = seq
-                new_rows.append((sid, seq, a["id"], a["type"], _encode(body)))
-            seqs.append(seq)
-        out.append(seqs)
+    out, new_rows = assign_seqs(items, last, known, _encode)
     if new_rows:
         conn.executemany(_INSERT, new_rows)
         moved = [(seq, sid) for sid, seq in last.items() if seq != first[sid]]
