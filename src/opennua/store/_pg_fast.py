@@ -97,7 +97,7 @@ def split_body(action: Action, session_id: str) -> tuple[str, str]:
         if text.endswith("}") and len(text) > 2:
             return text[:-1] + ',"seq":', "}"
     body["seq"] = 0
-    parts = []
+    parts: list[str] = []
     head = ""
     for key, value in body.items():
         if not isinstance(key, str):

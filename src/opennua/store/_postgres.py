@@ -264,9 +264,9 @@ class PostgresStore(Store):
                     conn, units, _pg_fast.APPEND_SQL, params, (items, order)
                 )
         else:
-            params = _pg_fast.unit_params(units[0])
-            if params is not None:
-                return await self._run_fast(conn, units, _pg_fast.UNIT_SQL, params, None)
+            unit_args = _pg_fast.unit_params(units[0])
+            if unit_args is not None:
+                return await self._run_fast(conn, units, _pg_fast.UNIT_SQL, unit_args, None)
         return await self._run_programs(conn, units)
 
     async def _run_fast(
