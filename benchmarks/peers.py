@@ -27,6 +27,7 @@ from typing import Any, TypedDict
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._durable import claimed_journal
+from pydantic_ai.usage import RequestUsage
 
 from opennua.runtime import (
     AgentLoop,
@@ -43,6 +44,7 @@ from opennua.runtime import (
 
 PAYLOAD = 300
 BATCH = 50  # tool calls per model response
+USAGE = RequestUsage(input_tokens=1200, output_tokens=400, cache_read_tokens=900)
 
 
 def payload(i: int) -> str:
@@ -55,15 +57,13 @@ async def ours(url: str, steps: int, idempotent: bool, data_dir: str | None) -> 
         return payload(i)
 
     def step(messages: list[Any]) -> ScriptStep:
-        done = sum(
-            len([p for p in m.parts if p.part_kind == "tool-call"])
-            for m in messages
-            if m.kind == "response"
-        )
+        # O(1), like a peer's node function: every response before this one asked for
+        # BATCH calls, and the history alternates request / response.
+        done = min(len(messages) // 2 * BATCH, steps)
         if done >= steps:
-            return ScriptStep(text="done")
+            return ScriptStep(text="done", usage=USAGE)
         n = min(BATCH, steps - done)
-        return ScriptStep(calls=tuple(call("emit", i=done + k) for k in range(n)))
+        return ScriptStep(calls=tuple(call("emit", i=done + k) for k in range(n)), usage=USAGE)
 
     agent = dataclasses.replace(default_agent("scripted:bench"), tools=(emit,))
     store, journal, _ = await claimed_journal(url, data_dir)

@@ -50,6 +50,7 @@ class CallsMixin:
     _tools: dict[str, Tool]
     _ledger: dict[str, LedgerStatus]
     _started_here: set[str]
+    _checked: dict[str, dict[str, Any]]  # arguments `_ride` validated, by call id
     _cancel: asyncio.Event
 
     # provided by AgentLoop
@@ -106,7 +107,7 @@ class CallsMixin:
         try:
             if tool is None:
                 raise ValueError(f"unknown tool {call.name!r}")
-            args = tool.validate(call.args)
+            args = self._checked.pop(call.call_id, None) or tool.validate(call.args)
         except (ValidationError, ValueError) as exc:
             await self._invalid_call(run, call, exc)
             return
@@ -392,7 +393,7 @@ class CallsMixin:
         if tool is None or call.name == "task" or tool.requires_approval:
             return []
         try:
-            tool.validate(call.args)
+            self._checked[call.call_id] = tool.validate(call.args)
         except (ValidationError, ValueError):
             return []
         self._op({"op": "start", "run": run.run_id})

@@ -55,10 +55,11 @@ class Journal(Protocol):
     async def commit(
         self,
         events: Sequence[RuntimeEvent],
-        checkpoint: CheckpointRecord,
+        checkpoints: Sequence[CheckpointRecord],
         ledger: Sequence[LedgerOp] = (),
     ) -> None:
-        """Make the events, the checkpoint record and the ledger ops durable, atomically.
+        """Make the events, the checkpoint records (in step order) and the ledger ops
+        durable, atomically.
 
         Raises `Fenced` when a newer attempt owns the execution; the caller stops at once.
         """
@@ -114,7 +115,7 @@ class InMemoryJournal:
     async def commit(
         self,
         events: Sequence[RuntimeEvent],
-        checkpoint: CheckpointRecord,
+        checkpoints: Sequence[CheckpointRecord],
         ledger: Sequence[LedgerOp] = (),
     ) -> None:
         if self.fenced:
@@ -124,13 +125,14 @@ class InMemoryJournal:
             d.crashed = True
             raise SimulatedCrash(f"crash before commit {d.commits + 1}")
         d.log.extend(events)
-        if checkpoint.full is not None:
-            # A compacted full state replaces every step before it: storage stays linear.
-            d.full, d.full_step_no, d.steps = checkpoint.full, checkpoint.step_no, []
-            d.bytes_written += len(checkpoint.full)
-        else:
-            d.steps.append((checkpoint.step_no, checkpoint.payload))
-            d.bytes_written += len(checkpoint.payload)
+        for checkpoint in checkpoints:
+            if checkpoint.full is not None:
+                # A compacted full state replaces every step before it: storage stays linear.
+                d.full, d.full_step_no, d.steps = checkpoint.full, checkpoint.step_no, []
+                d.bytes_written += len(checkpoint.full)
+            else:
+                d.steps.append((checkpoint.step_no, checkpoint.payload))
+                d.bytes_written += len(checkpoint.payload)
         for op in ledger:
             d.ledger[op.tool_call_id] = {"start": "started", "complete": "completed"}.get(
                 op.op, "unknown"

@@ -6,12 +6,14 @@ are applied live by the same `apply` a resume replays, so the two cannot drift. 
 step's opening facts (the next tool's ledger `started`, the next model call's
 `message.started`) ride in the commit that ends the current step: one commit per step.
 
-Commits are pipelined, at most one in flight: the loop goes on computing the next step
-while the previous commit waits on the disk, and waits for it (`_settle`) before anything
-that needs it durable: the next commit or emit (so commits land in order and a failed one
-stops everything after it), a tool that is not idempotent (its ledger `started` rides in
-that commit), and returning an outcome. Only an idempotent tool can run ahead of its
-`started` record; a crash then re-runs it with the same key, which is its contract.
+Commits are pipelined through one journal writer (`_drain`): `_commit` queues the step and
+the loop goes on computing the next one while the writer waits on the disk; steps queued
+meanwhile land together in the writer's next commit (group commit: one transaction, their
+checkpoint ops merged into one step record). The loop waits for every queued step to be
+durable (`_settle`) before anything that needs it: a delta emit, a tool that is not
+idempotent (its ledger `started` rides in a queued step) and returning an outcome. Only an
+idempotent tool runs ahead of its `started` record; a crash then re-runs it with the same
+key, which is its contract. The queue is bounded, so the loop never runs far ahead.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ from opennua.runtime._env import (
 from opennua.runtime._journal import CheckpointRecord, Journal, LedgerOp, LedgerStatus
 from opennua.runtime._mcp import connect_mcp
 from opennua.runtime._models import resolve_model
+from opennua.runtime._pending import Step, merge_steps
 from opennua.runtime._state import (
     ExecState,
     Op,
@@ -70,6 +73,8 @@ T = TypeVar("T")
 #: (compressed) size: a resume reads at most (1 + this) times a full's size, and the fulls
 #: written add up to a bounded multiple of the history (each one ~3x the one before).
 _COMPACT_FACTOR = 2
+#: Steps queued behind the commit in flight before the loop waits for the disk.
+_MAX_QUEUED = 64
 
 
 class AgentLoop(CallsMixin):
@@ -103,6 +108,7 @@ class AgentLoop(CallsMixin):
         self._buf_t0 = 0.0
         self._fresh: set[str] = set()  # runs whose issued model call this attempt opened
         self._started_here: set[str] = set()  # calls this attempt wrote `started` for
+        self._checked: dict[str, dict[str, Any]] = {}
         self._ledger: dict[str, LedgerStatus] = {}
         self._answers: dict[str, Answer] = {}
         self._cancel = asyncio.Event()
@@ -110,7 +116,8 @@ class AgentLoop(CallsMixin):
         self._last_full = 0
         self._streaming: tuple[RunState, str, str] | None = None  # run, message id, key
         self._running_call: tuple[RunState, str] | None = None
-        self._inflight: asyncio.Future[None] | None = None
+        self._queued: list[Step] = []
+        self._writer: asyncio.Future[None] | None = None
         self.state: ExecState
 
     # -- entry point ---------------------------------------------------------------------
@@ -189,26 +196,35 @@ class AgentLoop(CallsMixin):
         return RuntimeEvent(key=key, run_id=run_id, data=data)
 
     async def _settle(self) -> None:
-        """Wait for the commit in flight; its failure (e.g. `Fenced`) is raised here."""
-        inflight, self._inflight = self._inflight, None
-        if inflight is not None:
-            await inflight
+        """Wait until every queued step is durable; a failed commit (e.g. `Fenced`) is
+        raised here."""
+        writer = self._writer
+        if writer is not None:
+            await writer
+            self._writer = None
 
     async def _poll(self) -> None:
-        """Let the commit in flight reach the journal; if it already ended, settle it, so a
-        failed commit stops the loop before it starts more work."""
-        if self._inflight is not None:
+        """Let the writer reach the journal; if it already ended, settle it, so a failed
+        commit stops the loop before it starts more work."""
+        if self._writer is not None:
             await asyncio.sleep(0)
-            if self._inflight.done():
+            if self._writer.done():
                 await self._settle()
 
     async def _abandon(self) -> None:
-        # Leaving with an error while a commit is in flight: let it finish (it may land)
-        # without raising over the error already propagating.
-        inflight, self._inflight = self._inflight, None
-        if inflight is not None:
+        # Leaving with an error while steps are queued: let them land (they are valid
+        # steps) without raising over the error already propagating.
+        writer, self._writer = self._writer, None
+        if writer is not None:
             with suppress(BaseException):
-                await inflight
+                await writer
+
+    async def _drain(self) -> None:
+        """The one writer: commits whatever is queued, in order, until the queue is empty."""
+        while self._queued:
+            batch, self._queued = self._queued, []
+            events, checkpoints, ledger = merge_steps(batch)
+            await self.journal.commit(events, checkpoints, ledger)
 
     async def _commit(self, events: list[RuntimeEvent], ledger: Sequence[LedgerOp] = ()) -> None:
         await self._flush()
@@ -222,10 +238,14 @@ class AgentLoop(CallsMixin):
             self.state.step_no = step_no
             full = encode_full(self.state)
             self._last_full, self._since_full = _COMPACT_FACTOR * len(full), 0
-        await self._settle()
-        self._inflight = asyncio.ensure_future(
-            self.journal.commit(events, CheckpointRecord(step_no, payload, full), ledger)
-        )
+        if len(self._queued) >= _MAX_QUEUED:
+            await self._settle()
+        self._queued.append(Step(events, CheckpointRecord(step_no, payload, full), ledger))
+        writer = self._writer
+        if writer is None or writer.done():
+            if writer is not None:
+                writer.result()  # a failed commit stops the loop here
+            self._writer = asyncio.ensure_future(self._drain())
         self.state.step_no = step_no
         for op in ledger:
             self._ledger[op.tool_call_id] = {"start": "started", "complete": "completed"}.get(

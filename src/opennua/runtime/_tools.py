@@ -115,8 +115,8 @@ class Tool:
             if not isinstance(data, dict):
                 raise ValueError("arguments must be a JSON object")
             return data
-        model = self.args_model.model_validate(data)
-        return {name: getattr(model, name) for name in type(model).model_fields}
+        # extra="forbid": the instance's __dict__ holds exactly the declared fields.
+        return dict(self.args_model.model_validate(data).__dict__)
 
     async def call(self, ctx: ToolContext, args: dict[str, Any]) -> Any:
         result = self.fn(ctx, **args) if self.takes_context else self.fn(**args)

@@ -73,7 +73,7 @@ class StoreJournal:
     async def commit(
         self,
         events: Sequence[RuntimeEvent],
-        checkpoint: CheckpointRecord,
+        checkpoints: Sequence[CheckpointRecord],
         ledger: Sequence[LedgerOp] = (),
     ) -> None:
         actions = self.actions(events)
@@ -83,9 +83,10 @@ class StoreJournal:
             tx.append(self.session_id, actions)
             for event in events:
                 self._host_records(tx, event, now)
-            tx.put_checkpoint_step(checkpoint.step_no, checkpoint.payload)
-            if checkpoint.full is not None:
-                tx.put_full_checkpoint(checkpoint.step_no, checkpoint.full)
+            for checkpoint in checkpoints:
+                tx.put_checkpoint_step(checkpoint.step_no, checkpoint.payload)
+                if checkpoint.full is not None:
+                    tx.put_full_checkpoint(checkpoint.step_no, checkpoint.full)
             for op in ledger:
                 if op.op == "start":
                     tx.ledger_start(op.tool_call_id, idempotency_key=op.idempotency_key, now=now)

@@ -1,0 +1,70 @@
+"""Steps queued for the journal, and how several of them become one commit.
+
+A commit may carry several steps when the loop ran ahead of the disk (idempotent tools).
+Merging keeps what a resume and a client see exactly as if each step had committed alone,
+minus what nobody could ever have observed: a tool call's `in_progress` update whose result
+lands in the same commit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from opennua.protocol.actions import ToolCallUpdated
+from opennua.runtime._journal import CheckpointRecord, LedgerOp
+from opennua.runtime._state import join_steps
+from opennua.runtime.events import RuntimeEvent
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One `_commit` of the loop: its events, its checkpoint record, its ledger ops."""
+
+    events: list[RuntimeEvent]
+    checkpoint: CheckpointRecord
+    ledger: Sequence[LedgerOp]
+
+
+def merge_steps(
+    steps: Sequence[Step],
+) -> tuple[list[RuntimeEvent], list[CheckpointRecord], list[LedgerOp]]:
+    """The events, checkpoint records and ledger ops of one commit holding `steps`, in order.
+
+    Consecutive checkpoint steps become one record (their ops joined, numbered by the last);
+    a step carrying a full checkpoint closes its record, since the full is the state at
+    exactly that step.
+    """
+    if len(steps) == 1:
+        only = steps[0]
+        return only.events, [only.checkpoint], list(only.ledger)
+    events = [event for step in steps for event in step.events]
+    ledger = [op for step in steps for op in step.ledger]
+    records: list[CheckpointRecord] = []
+    group: list[bytes] = []
+    for step in steps:
+        group.append(step.checkpoint.payload)
+        if step.checkpoint.full is not None or step is steps[-1]:
+            cp = step.checkpoint
+            records.append(CheckpointRecord(cp.step_no, join_steps(group), cp.full))
+            group = []
+    return _drop_unseen_progress(events), records, ledger
+
+
+def _drop_unseen_progress(events: list[RuntimeEvent]) -> list[RuntimeEvent]:
+    ended = {
+        e.data.tool_call_id
+        for e in events
+        if isinstance(e.data, ToolCallUpdated) and e.data.status != "in_progress"
+    }
+    if not ended:
+        return events
+    return [
+        e
+        for e in events
+        if not (
+            isinstance(e.data, ToolCallUpdated)
+            and e.data.status == "in_progress"
+            and e.data.tool_call_id in ended
+        )
+    ]
