@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sqlite3
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 
-from opennua.store import _sqlite, open_store
+import pytest
+
+from opennua.store import Unavailable, _sqlite, open_store
 
 from .conftest import action
 
@@ -30,3 +34,34 @@ async def test_wal_is_preallocated_and_nothing_of_it_is_committed(tmp_path: Path
     async with await open_store(f"sqlite:///{path}") as store:
         assert [a["seq"] for a in await store.read("ses_a")] == [1]
         assert await store.append("ses_a", [action("ses_a", 2)]) == [2]
+
+
+async def test_a_failed_run_of_appends_without_savepoint_commits_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A batch that is one run of appends has no SAVEPOINT: if the run fails after its
+    # writes, the ROLLBACK of the whole transaction must undo them.
+    real = _sqlite.run_appends
+    armed = True
+
+    def fail_after_writing(conn: Any, items: Any, wakeups: dict[str, int]) -> Any:
+        results = real(conn, items, wakeups)
+        if armed:
+            raise Unavailable("injected")
+        return results
+
+    monkeypatch.setattr(_sqlite, "run_appends", fail_after_writing)
+    async with await open_store(f"sqlite:///{tmp_path}/fail.db") as store:
+        for sid in ("ses_a", "ses_b"):
+            await store.create_session(sid, created_at=1.0)
+        outcomes = await asyncio.gather(
+            store.append("ses_a", [action("ses_a", 1)]),
+            store.append("ses_b", [action("ses_b", 1)]),
+            return_exceptions=True,
+        )
+        assert all(isinstance(o, Unavailable) for o in outcomes), outcomes
+        for sid in ("ses_a", "ses_b"):
+            assert await store.read(sid) == []
+            assert (await store.get_session(sid)).last_seq == 0
+        armed = False
+        assert await store.append("ses_a", [action("ses_a", 1)]) == [1]

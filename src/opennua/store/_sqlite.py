@@ -63,6 +63,9 @@ def connect(path: str | Path, *, readonly: bool = False) -> sqlite3.Connection:
         # default (1,000 pages) the writer stops to checkpoint every few batches. 10,000
         # pages (~40 MiB of WAL) amortizes that over far more commits.
         conn.execute(f"PRAGMA wal_autocheckpoint = {_WAL_AUTOCHECKPOINT_PAGES}")
+        # A unit's SAVEPOINT keeps a copy of every page it changes (a statement journal);
+        # on disk that spilled to a temp file past 64 KiB, a write per page.
+        conn.execute("PRAGMA temp_store = MEMORY")
     return conn
 
 
@@ -239,18 +242,22 @@ class SQLiteStore(Store):
                 j = i
                 while j < len(units) and _one_append(units[j]):
                     j += 1
-                self._run_appends(conn, units, i, j, outcomes, wakeups)
+                if i == 0 and j == len(units):
+                    # The whole batch (the common case under load): no SAVEPOINT, which
+                    # made SQLite copy every page the run touched into a statement
+                    # journal; if the run fails, the ROLLBACK is its undo.
+                    failure = self._run_appends(conn, units, i, j, outcomes, wakeups, False)
+                    if failure is not None:
+                        return _rolled_back(conn, [failure] * len(units))
+                else:
+                    self._run_appends(conn, units, i, j, outcomes, wakeups, True)
                 i = j
             elif len(units) == 1:
                 # Alone in its transaction (the common case at light load, e.g. an
                 # attempt's steps): no SAVEPOINT; if it fails, the ROLLBACK is its undo.
                 outcome = self._run_unit(conn, units[0], wakeups, savepoint=False)
                 if isinstance(outcome, StoreError):
-                    try:
-                        conn.execute("ROLLBACK")
-                    except sqlite3.Error as exc:
-                        return [Unavailable(f"sqlite: {exc}")], {}
-                    return [outcome], {}
+                    return _rolled_back(conn, [outcome])
                 outcomes[0] = outcome
                 i += 1
             else:
@@ -272,25 +279,37 @@ class SQLiteStore(Store):
         stop: int,
         outcomes: list[Any],
         wakeups: dict[str, int],
-    ) -> None:
+        savepoint: bool,
+    ) -> StoreError | None:
+        """Run units[start:stop] (one append each) as one set-based run.
+
+        If the run fails as a whole: with ``savepoint``, its units get the error and the
+        rest of the batch goes on; without, the error is returned for the caller to roll
+        the transaction back.
+        """
         items = []
         for unit in units[start:stop]:
             op = unit.ops[0]
             assert isinstance(op, Append)
             items.append((op.session_id, op.actions))
         moved: dict[str, int] = {}
-        conn.execute("SAVEPOINT appends")
+        if savepoint:
+            conn.execute("SAVEPOINT appends")
         try:
             results = run_appends(conn, items, moved)
         except StoreError as exc:
+            if not savepoint:
+                return exc
             conn.execute("ROLLBACK TO appends")
             conn.execute("RELEASE appends")
             outcomes[start:stop] = [exc] * (stop - start)
-            return
-        conn.execute("RELEASE appends")
+            return None
+        if savepoint:
+            conn.execute("RELEASE appends")
         # Per-item failures were detected before any write, so they need no rollback.
         outcomes[start:stop] = [r if isinstance(r, StoreError) else [r] for r in results]
         _merge(wakeups, moved)
+        return None
 
     def _run_unit(
         self,
@@ -411,6 +430,15 @@ def _merge(into: dict[str, int], wakeups: dict[str, int]) -> None:
     for session_id, seq in wakeups.items():
         if seq > into.get(session_id, 0):
             into[session_id] = seq
+
+
+def _rolled_back(conn: sqlite3.Connection, outcomes: list[Any]) -> tuple[list[Any], dict[str, int]]:
+    """End a batch whose every unit failed: nothing of it may be committed."""
+    try:
+        conn.execute("ROLLBACK")
+    except sqlite3.Error as exc:
+        return [Unavailable(f"sqlite: {exc}")] * len(outcomes), {}
+    return outcomes, {}
 
 
 def _commit_unknown(unit: Unit, exc: BaseException) -> CommitUnknown:
