@@ -28,8 +28,7 @@ from typing import Any
 import psycopg
 
 from opennua.store import Store, open_store
-from opennua.store._migrations import _statements as statements
-from opennua.store._migrations import migrations
+from opennua.store._migrations import migrate_sqlite
 
 
 def make_action(session_id: str, n: int) -> dict[str, Any]:
@@ -102,8 +101,7 @@ def raw_sqlite(folder: Path, n: int, batch: int, sessions: int) -> Result:
     conn = sqlite3.connect(folder / f"raw-{batch}-{sessions}.db", isolation_level=None)
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = FULL")
-    for statement in statements(migrations("sqlite")[0].sql):
-        conn.execute(statement)
+    migrate_sqlite(conn)  # every migration: the tables and indexes the store writes
     latencies = []
     start = time.perf_counter()
     for b in range(n // batch):
@@ -114,8 +112,10 @@ def raw_sqlite(folder: Path, n: int, batch: int, sessions: int) -> Result:
             session = sid(k % sessions)
             body = make_action(session, k)
             body["seq"] = k
-            rows.append((session, k, body["id"], body["type"], json.dumps(body)))
-        conn.executemany("INSERT INTO actions VALUES (?, ?, ?, ?, ?)", rows)
+            rows.append((k % sessions + 1, k, body["id"], body["type"], json.dumps(body)))
+        conn.executemany(
+            "INSERT INTO action_log (sk, seq, action_id, type, body) VALUES (?, ?, ?, ?, ?)", rows
+        )
         conn.execute("COMMIT")
         latencies.append(time.perf_counter() - t)
     seconds = time.perf_counter() - start

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from contextlib import closing
 from pathlib import Path
@@ -18,8 +19,9 @@ from .conftest import action
 
 def test_both_backends_ship_numbered_migrations() -> None:
     # The logical schema (migrations 1-2) is shared; later numbers may be one backend's
-    # physical tuning alone (SQLite 3: the dedupe index order), so the counts may differ.
-    assert latest_version("sqlite") >= 3
+    # physical tuning alone (SQLite 3: the dedupe index order; 4: integer session keys),
+    # so the counts may differ.
+    assert latest_version("sqlite") >= 4
     assert latest_version("postgres") >= 2
 
 
@@ -62,8 +64,64 @@ async def test_sqlite_v2_database_gets_the_action_id_index_and_keeps_dedupe(
             "EXPLAIN QUERY PLAN SELECT seq FROM actions WHERE session_id = ? AND action_id = ?",
             ("ses_a", action("ses_a", 2)["id"]),
         ).fetchall()
-    assert "actions_by_action_id" in indexes and "actions_by_id" not in indexes
-    assert "actions_by_action_id" in str(plan)
+    # Migration 3's id-first index lives on in migration 4's action_log.
+    assert "action_log_by_id" in indexes and "actions_by_id" not in indexes
+    assert "action_log_by_id" in str(plan)
+
+
+async def test_sqlite_v3_database_gets_integer_session_keys_and_keeps_everything(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "v3.db"
+    conn = connect(path)
+    assert migrate_sqlite(conn, target=3) == 3
+    for n, sid in enumerate(("ses_b", "ses_a"), start=1):  # sk follows creation order
+        conn.execute(
+            "INSERT INTO sessions (session_id, created_at, title, metadata, last_seq) "
+            "VALUES (?, ?, ?, '{\"k\":1}', 2)",
+            (sid, float(n), f"title {sid}"),
+        )
+        for seq in (1, 2):
+            act = {**action(sid, seq), "seq": seq}
+            conn.execute(
+                "INSERT INTO actions VALUES (?, ?, ?, ?, ?)",
+                (sid, seq, act["id"], act["type"], json.dumps(act)),
+            )
+    # The same id in two sessions is two actions (dedupe is per session).
+    shared = {"id": "act_shared", "type": "t", "seq": 3}
+    conn.execute(
+        "INSERT INTO actions VALUES ('ses_a', 3, 'act_shared', 't', ?)", (json.dumps(shared),)
+    )
+    conn.execute("UPDATE sessions SET last_seq = 3 WHERE session_id = 'ses_a'")
+    conn.close()
+
+    async with await open_store(f"sqlite:///{path}") as store:
+        a = await store.get_session("ses_a")
+        assert (a.title, a.metadata, a.last_seq) == ("title ses_a", {"k": 1}, 3)
+        page = await store.list_sessions()
+        assert [s.session_id for s in page.items] == ["ses_a", "ses_b"]
+        # Re-appended ids keep their seqs and write nothing; new ids continue the log.
+        assert await store.append("ses_a", [action("ses_a", 2), action("ses_a", 4)]) == [2, 4]
+        assert await store.append("ses_b", [action("ses_b", 1)]) == [1]
+        shared = {"id": "act_shared", "type": "t"}
+        assert await store.append("ses_b", [shared]) == [3]
+        assert await store.append("ses_a", [shared]) == [3]
+        assert [x["seq"] for x in await store.read("ses_a")] == [1, 2, 3, 4]
+        assert [x["id"] for x in await store.read("ses_b")] == [
+            action("ses_b", 1)["id"],
+            action("ses_b", 2)["id"],
+            "act_shared",
+        ]
+        assert (await store.get_session("ses_b")).last_seq == 3
+        await store.create_session("ses_c", created_at=3.0)
+        assert await store.append("ses_c", [action("ses_c", 1)]) == [1]
+    # And again after a restart (the dedupe is in the database, not in memory).
+    async with await open_store(f"sqlite:///{path}") as store:
+        assert await store.append("ses_a", [action("ses_a", 4), action("ses_a", 5)]) == [4, 5]
+    with closing(sqlite3.connect(path)) as conn:
+        keys = conn.execute("SELECT session_id, sk FROM sessions ORDER BY sk").fetchall()
+        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    assert keys == [("ses_b", 1), ("ses_a", 2), ("ses_c", 3)]
 
 
 async def test_sqlite_newer_database_is_refused(tmp_path: Path) -> None:

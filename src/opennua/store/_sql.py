@@ -65,8 +65,11 @@ class Dialect:
         return f"{column} IN ({','.join('?' * len(values))})", list(values)
 
     def insert_actions(self, rows: list[tuple[str, int, str, str, str]]) -> Query:
+        # `actions` is a view on SQLite (migration 4): the rows go to action_log, keyed by
+        # the session's integer sk.
         return Query(
-            "INSERT INTO actions (session_id, seq, action_id, type, body) VALUES (?, ?, ?, ?, ?)",
+            "INSERT INTO action_log (sk, seq, action_id, type, body) "
+            "VALUES ((SELECT sk FROM sessions WHERE session_id = ?), ?, ?, ?, ?)",
             rows,
             many=True,
         )
