@@ -4,8 +4,10 @@ and the tool-effect ledger. Time is a fake clock: nothing here sleeps."""
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from opennua.store import (
@@ -249,6 +251,50 @@ async def test_checkpoints_are_append_only_and_load_from_the_latest_full_one(
         async with store.fenced("exe_1", claimed.epoch) as tx:
             tx.put_checkpoint_step(5, b"other")
     assert (await store.load_checkpoint("exe_1")).steps[-1].payload == b"step 5"
+
+
+async def _stored_checkpoints(url: str, execution_id: str) -> tuple[list[int], list[int]]:
+    """(full step numbers, step-record numbers) as rows in the database, behind the API."""
+    queries = [
+        f"SELECT step_no FROM {table} WHERE execution_id = '{execution_id}' ORDER BY step_no"
+        for table in ("checkpoints", "checkpoint_steps")
+    ]
+    if url.startswith("sqlite"):
+        with sqlite3.connect(url.removeprefix("sqlite:///")) as db:
+            fulls, steps = ([r[0] for r in db.execute(q)] for q in queries)
+        return fulls, steps
+    async with await psycopg.AsyncConnection.connect(url) as conn:
+        out = []
+        for q in queries:
+            cur = await conn.execute(q)  # type: ignore[arg-type]
+            out.append([r[0] for r in await cur.fetchall()])
+        return out[0], out[1]
+
+
+async def test_a_full_checkpoint_prunes_what_it_supersedes(
+    store: Store, store_url: str, clock: FakeClock
+) -> None:
+    await _queued(store, clock, "exe_1")
+    claimed = await store.claim("sup", clock.now, TTL)
+    assert claimed is not None
+    for step in range(1, 8):
+        async with store.fenced("exe_1", claimed.epoch) as tx:
+            tx.put_checkpoint_step(step, f"step {step}".encode())
+            if step in (3, 6):
+                tx.put_full_checkpoint(step, f"state after {step}".encode())
+                tx.prune_checkpoints(step)
+    assert await _stored_checkpoints(store_url, "exe_1") == ([6], [7])
+    loaded = await store.load_checkpoint("exe_1")
+    assert loaded.full is not None and loaded.full.payload == b"state after 6"
+    assert [(s.step_no, s.payload) for s in loaded.steps] == [(7, b"step 7")]
+    # A stale attempt prunes nothing: the unit is fenced like any other.
+    newer = await store.claim("sup2", clock.advance(TTL + 1), TTL)
+    assert newer is not None
+    with pytest.raises(Fenced):
+        async with store.fenced("exe_1", claimed.epoch) as tx:
+            tx.put_full_checkpoint(8, b"stale")
+            tx.prune_checkpoints(8)
+    assert await _stored_checkpoints(store_url, "exe_1") == ([6], [7])
 
 
 async def test_tool_ledger_moves_started_completed_unknown(store: Store, clock: FakeClock) -> None:

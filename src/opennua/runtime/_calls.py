@@ -4,6 +4,7 @@ tool, recording its result, and sub-agents (`task`) as nested runs."""
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 from collections.abc import Awaitable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -60,6 +61,7 @@ class CallsMixin:
         self, events: list[RuntimeEvent], ledger: Sequence[LedgerOp] = ()
     ) -> None: ...
     async def _race(self, work: Awaitable[T]) -> T: ...
+    def _check_cancel(self) -> None: ...
     async def _settle(self) -> None: ...
     async def _poll(self) -> None: ...
     def _issue(self, run: RunState) -> list[RuntimeEvent]: ...
@@ -260,7 +262,13 @@ class CallsMixin:
         )
         self._running_call = (run, call.call_id)
         try:
-            value: Any = await self._race(tool.call(ctx, args))
+            if inspect.iscoroutinefunction(tool.fn):
+                value: Any = await self._race(tool.call(ctx, args))
+            else:
+                # A plain function runs to its end on this thread: nothing could interrupt
+                # it, so racing it against cancel would only cost two tasks per call.
+                self._check_cancel()
+                value = await tool.call(ctx, args)
         except InputRequired as req:
             key = f"{run.run_id}/{call.call_id}/input"
             request = pa.InputRequestOpened(

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from opennua.protocol.actions import ToolCallUpdated
 from opennua.runtime._journal import CheckpointRecord, LedgerOp
-from opennua.runtime._state import join_steps
+from opennua.runtime._state import join_steps, pack_step
 from opennua.runtime.events import RuntimeEvent
 
 
@@ -31,13 +31,17 @@ def merge_steps(
 ) -> tuple[list[RuntimeEvent], list[CheckpointRecord], list[LedgerOp]]:
     """The events, checkpoint records and ledger ops of one commit holding `steps`, in order.
 
-    Consecutive checkpoint steps become one record (their ops joined, numbered by the last);
-    a step carrying a full checkpoint closes its record, since the full is the state at
-    exactly that step.
+    Consecutive checkpoint steps become one record (their ops joined, numbered by the last,
+    compressed when that is smaller); a step carrying a full checkpoint closes its record,
+    since the full is the state at exactly that step.
     """
     if len(steps) == 1:
-        only = steps[0]
-        return only.events, [only.checkpoint], list(only.ledger)
+        only, cp = steps[0], steps[0].checkpoint
+        return (
+            only.events,
+            [CheckpointRecord(cp.step_no, pack_step(cp.payload), cp.full)],
+            list(only.ledger),
+        )
     events = [event for step in steps for event in step.events]
     ledger = [op for step in steps for op in step.ledger]
     records: list[CheckpointRecord] = []
@@ -46,7 +50,7 @@ def merge_steps(
         group.append(step.checkpoint.payload)
         if step.checkpoint.full is not None or step is steps[-1]:
             cp = step.checkpoint
-            records.append(CheckpointRecord(cp.step_no, join_steps(group), cp.full))
+            records.append(CheckpointRecord(cp.step_no, pack_step(join_steps(group)), cp.full))
             group = []
     return _drop_unseen_progress(events), records, ledger
 

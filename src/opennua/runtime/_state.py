@@ -237,6 +237,13 @@ def join_steps(payloads: list[bytes]) -> bytes:
     return head[:start] + b",".join(b for b in bodies if b) + b"]}"
 
 
+def pack_step(payload: bytes) -> bytes:
+    """A step record as stored: zlib-compressed when that is smaller (a tool result's text
+    and the ops' repeated keys usually are), else as is; `decode` reads both."""
+    packed = zlib.compress(payload, 1)
+    return packed if len(packed) < len(payload) else payload
+
+
 def encode_full(state: ExecState) -> bytes:
     """The whole state, compressed: it repeats what the steps before it spelled out."""
     runs = []

@@ -272,6 +272,26 @@ class PutCheckpoint(Op):
 
 
 @dataclass(frozen=True, slots=True)
+class PruneCheckpoints(Op):
+    """Drop what the full checkpoint at ``step_no`` supersedes: the fulls before it and the
+    step records up to it. A resume reads only the latest full and the steps after it, so
+    what is stored stays about one history, not every full ever written."""
+
+    execution_id: str
+    step_no: int
+
+    def run(self, d: Dialect, fx: Effects) -> Program[None]:
+        yield Query(
+            "DELETE FROM checkpoints WHERE execution_id = ? AND step_no < ?",
+            (self.execution_id, self.step_no),
+        )
+        yield Query(
+            "DELETE FROM checkpoint_steps WHERE execution_id = ? AND step_no <= ?",
+            (self.execution_id, self.step_no),
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class LedgerStart(Op):
     execution_id: str
     tool_call_id: str

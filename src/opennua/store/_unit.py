@@ -20,6 +20,7 @@ from ._exec_ops import (
     LedgerStart,
     OpenInputRequest,
     ParkForInput,
+    PruneCheckpoints,
     PutCheckpoint,
     RequestCancel,
 )
@@ -140,6 +141,10 @@ class FencedTransaction(UnitBuilder):
 
     def put_full_checkpoint(self, step_no: int, payload: bytes) -> Handle[None]:
         return self._add(PutCheckpoint(self.execution_id, step_no, _bytes(payload), full=True))
+
+    def prune_checkpoints(self, step_no: int) -> Handle[None]:
+        """Drop what the full checkpoint at ``step_no`` supersedes (put it in this unit)."""
+        return self._add(PruneCheckpoints(self.execution_id, step_no))
 
     def ledger_start(
         self, tool_call_id: str, *, idempotency_key: str | None = None, now: float | None = None

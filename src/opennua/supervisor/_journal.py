@@ -87,6 +87,7 @@ class StoreJournal:
                 tx.put_checkpoint_step(checkpoint.step_no, checkpoint.payload)
                 if checkpoint.full is not None:
                     tx.put_full_checkpoint(checkpoint.step_no, checkpoint.full)
+                    tx.prune_checkpoints(checkpoint.step_no)
             for op in ledger:
                 if op.op == "start":
                     tx.ledger_start(op.tool_call_id, idempotency_key=op.idempotency_key, now=now)
