@@ -28,6 +28,7 @@ from typing import Any
 import psycopg
 
 from opennua.store import Store, open_store
+from opennua.store._log_ops import stored_body
 from opennua.store._migrations import migrate_sqlite
 
 
@@ -110,9 +111,9 @@ def raw_sqlite(folder: Path, n: int, batch: int, sessions: int) -> Result:
         rows = []
         for k in range(b * batch, (b + 1) * batch):
             session = sid(k % sessions)
-            body = make_action(session, k)
-            body["seq"] = k
-            rows.append((k % sessions + 1, k, body["id"], body["type"], json.dumps(body)))
+            envelope = make_action(session, k)
+            body = json.dumps(stored_body(envelope, k))  # the row the store writes
+            rows.append((k % sessions + 1, k, envelope["id"], envelope["type"], body))
         conn.executemany(
             "INSERT INTO action_log (sk, seq, action_id, type, body) VALUES (?, ?, ?, ?, ?)", rows
         )

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 
+import psycopg
 import pytest
 
 from opennua.store import Conflict, InvalidInput, NotFound, Session, Store, open_store
@@ -187,3 +189,39 @@ async def test_appenders_in_two_processes_share_one_gapless_sequence(pg_url: str
         assert seqs == list(range(1, 8 * 40 + 1))
         log = await b.read("ses_hot", limit=10_000)
         assert [x["seq"] for x in log] == seqs
+
+
+async def _raw(url: str, sql: str, params: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
+    """Run SQL on the store's database behind its back (``?`` placeholders)."""
+    if url.startswith("sqlite"):
+        with sqlite3.connect(url.removeprefix("sqlite:///")) as db:
+            return list(db.execute(sql, params))
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        cur = await conn.execute(sql.replace("?", "%s"), params)  # type: ignore[arg-type]
+        return list(await cur.fetchall()) if cur.description else []
+
+
+async def test_bodies_leave_out_the_column_fields_and_old_rows_still_read(
+    store: Store, store_url: str
+) -> None:
+    await store.create_session("ses_long_session_id_0001", created_at=1.0)
+    sent = action("ses_long_session_id_0001", 1, kind="tool_call.updated")
+    await store.append("ses_long_session_id_0001", [sent])
+    (body,) = await _raw(store_url, "SELECT body FROM actions WHERE seq = 1")
+    assert "ses_long_session_id_0001" not in body[0] and sent["id"] not in body[0]
+    assert "tool_call.updated" not in body[0]
+    (got,) = await store.read("ses_long_session_id_0001")
+    assert got == {**sent, "seq": 1} and list(got) == list(sent)  # whole, in envelope order
+
+    # A row written whole (before bodies left the column fields out) reads as it was.
+    old = {**action("ses_long_session_id_0001", 2), "session_id": "ses_long_session_id_0001"}
+    old["seq"] = 2
+    target = "action_log" if store_url.startswith("sqlite") else "actions"
+    key = "sk" if target == "action_log" else "session_id"
+    session = "(SELECT sk FROM sessions WHERE session_id = ?)" if key == "sk" else "?"
+    await _raw(
+        store_url,
+        f"INSERT INTO {target} ({key}, seq, action_id, type, body) VALUES ({session}, 2, ?, ?, ?)",
+        ("ses_long_session_id_0001", old["id"], old["type"], json.dumps(old)),
+    )
+    assert (await store.read("ses_long_session_id_0001", after=1)) == [old]

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from opennua.store import Conflict, Fenced, NotFound, Store, open_store
+from opennua.store._log_ops import stored_body
 from opennua.store._pg_fast import split_body, text_array
 from opennua.store._postgres import PostgresStore
 from opennua.store._sql import dumps
@@ -30,10 +31,7 @@ TRICKY: list[dict[str, Any]] = [
 def test_split_body_is_byte_identical_to_dumps() -> None:
     for a in TRICKY:
         head, tail = split_body(a, "ses_x")
-        body = dict(a)
-        body["session_id"] = "ses_x"
-        body["seq"] = 123
-        assert head + "123" + tail == dumps(body)
+        assert head + "123" + tail == dumps(stored_body(a, 123))
 
 
 def test_text_array_round_trips_through_postgres_literals() -> None:

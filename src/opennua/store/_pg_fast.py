@@ -18,7 +18,7 @@ from psycopg import errors as pg_errors
 
 from ._errors import Conflict, Fenced, NotFound, StoreError
 from ._exec_ops import LedgerSet, LedgerStart, PutCheckpoint
-from ._log_ops import Action, Append
+from ._log_ops import Action, Append, stored_body
 from ._sql import dumps
 from ._unit import Unit
 
@@ -87,15 +87,12 @@ def text_array(values: Sequence[str | None]) -> str:
 
 
 def split_body(action: Action, session_id: str) -> tuple[str, str]:
-    """The stored body (``dumps`` of the action with session_id and seq set) without
-    its seq value: ``head + str(seq) + tail`` is byte-identical to what the shared
-    append program stores."""
-    body = dict(action)
-    body["session_id"] = session_id
+    """The stored body (``stored_body``) without its seq value: ``head + str(seq) + tail``
+    is byte-identical to what the shared append program stores."""
+    body = stored_body(action, None)
     if "seq" not in body:  # the common case: seq goes last
         text = _encode(body)
-        if text.endswith("}") and len(text) > 2:
-            return text[:-1] + ',"seq":', "}"
+        return text[:-1] + ',"seq":', "}"
     body["seq"] = 0
     parts: list[str] = []
     head = ""

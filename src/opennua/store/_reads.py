@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from ._errors import InvalidInput, NotFound
+from ._log_ops import action_from_row
 from ._records import (
     Artifact,
     Attempt,
@@ -71,10 +71,11 @@ def list_sessions(
 
 def read_actions(session_id: str, after: int, limit: int) -> Program[list[dict[str, Any]]]:
     rows = yield Query(
-        "SELECT body FROM actions WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+        "SELECT action_id, type, body FROM actions WHERE session_id = ? AND seq > ? "
+        "ORDER BY seq LIMIT ?",
         (session_id, after, limit),
     )
-    return [json.loads(r[0]) for r in rows]
+    return [action_from_row(session_id, r[0], r[1], r[2]) for r in rows]
 
 
 def get_snapshot(session_id: str) -> Program[Snapshot | None]:
