@@ -162,13 +162,25 @@ def _fsize(path: str) -> int:
     return os.path.getsize(path)
 
 
+_CREATED: list[tuple[str, str]] = []  # (admin url, database) to drop at exit
+
+
 def _pg_db(admin: str) -> str:
     import psycopg
 
     name = f"nua_bench_{secrets.token_hex(4)}"
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
+    _CREATED.append((admin, name))
     return admin.rsplit("/", 1)[0] + "/" + name
+
+
+def _drop_created() -> None:
+    import psycopg
+
+    for admin, name in _CREATED:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def _row(name: str, rate: float, size: int | None, steps: int) -> None:
@@ -246,4 +258,7 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    try:
+        asyncio.run(main())
+    finally:
+        _drop_created()
