@@ -10,6 +10,7 @@ import psycopg
 import pytest
 
 from opennua.store import Conflict, InvalidInput, NotFound, Session, Store, open_store
+from opennua.store._sql import dumps
 
 from .conftest import action
 
@@ -225,3 +226,14 @@ async def test_bodies_leave_out_the_column_fields_and_old_rows_still_read(
         ("ses_long_session_id_0001", old["id"], old["type"], json.dumps(old)),
     )
     assert (await store.read("ses_long_session_id_0001", after=1)) == [old]
+
+
+def test_dumps_is_compact_json_and_falls_back_for_what_orjson_refuses() -> None:
+    value = {"é": '\u2028 "q" \\', "n": [1, 2.5, -0.0, None, True], "big": 10**30}
+    text = dumps(value)  # a 100-bit integer: the standard library writes it
+    assert text == json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    assert json.loads(text) == value
+    assert dumps({1: "a"}) == '{"1":"a"}'  # non-string keys, as the standard library does
+    assert dumps({"a": [1, "b"]}) == '{"a":[1,"b"]}'
+    with pytest.raises(TypeError):  # what neither encoder writes is still refused
+        dumps({"when": object()})

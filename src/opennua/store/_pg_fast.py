@@ -10,7 +10,6 @@ the functions do not know takes the program path. docs/store.md explains the spl
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,7 +22,8 @@ from ._sql import dumps
 from ._unit import Unit
 
 # What ``_sql.dumps`` does, without building a JSONEncoder per call (byte-identical).
-_encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+#: Stands for the seq while a body whose seq key is not last is encoded, then split at it.
+_SEQ_MARK = 7_654_321_098_765_432_109
 
 APPEND_SQL = (
     "SELECT nua_append_rows(%s::text[], %s::int[], %s::text[], %s::text[], %s::text[], "
@@ -91,21 +91,14 @@ def split_body(action: Action, session_id: str) -> tuple[str, str]:
     is byte-identical to what the shared append program stores."""
     body = stored_body(action, None)
     if "seq" not in body:  # the common case: seq goes last
-        text = _encode(body)
-        return text[:-1] + ',"seq":', "}"
-    body["seq"] = 0
-    parts: list[str] = []
-    head = ""
-    for key, value in body.items():
-        if not isinstance(key, str):
-            raise _Unsupported
-        if key == "seq":
-            head = "{" + ",".join(parts) + ("," if parts else "") + '"seq":'
-            parts = []
-            continue
-        parts.append(_encode(key) + ":" + _encode(value))
-    tail = ("," if parts else "") + ",".join(parts) + "}"
-    return head, tail
+        return dumps(body)[:-1] + ',"seq":', "}"
+    body["seq"] = _SEQ_MARK
+    text = dumps(body)
+    mark = f'"seq":{_SEQ_MARK}'
+    if text.count(mark) != 1:
+        raise _Unsupported
+    head, tail = text.split(mark)
+    return head + '"seq":', tail
 
 
 class _Unsupported(Exception):
