@@ -14,7 +14,7 @@ from pydantic_ai.messages import RetryInfo, ToolReturnPart
 
 from opennua.protocol import actions as pa
 from opennua.runtime._env import APPROVE, RETRY, SKIP, Limits, RunEnv
-from opennua.runtime._journal import LedgerOp, LedgerStatus
+from opennua.runtime._journal import LedgerOp
 from opennua.runtime._state import ExecState, Op, PendingCall, RunState, encode_part
 from opennua.runtime._tools import InputRequired, Tool, ToolContext, validation_message
 from opennua.runtime.errors import ToolError
@@ -49,7 +49,6 @@ class CallsMixin:
     limits: Limits
     state: ExecState
     _tools: dict[str, Tool]
-    _ledger: dict[str, LedgerStatus]
     _started_here: set[str]
     _checked: dict[str, dict[str, Any]]  # arguments `_ride` validated, by call id
     _cancel: asyncio.Event

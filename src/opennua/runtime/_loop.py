@@ -51,7 +51,7 @@ from opennua.runtime._env import (
     Stopped,
     Suspended,
 )
-from opennua.runtime._journal import CheckpointRecord, Journal, LedgerOp, LedgerStatus
+from opennua.runtime._journal import CheckpointRecord, Journal, LedgerOp
 from opennua.runtime._mcp import connect_mcp
 from opennua.runtime._models import resolve_model
 from opennua.runtime._pending import Step, merge_steps
@@ -109,7 +109,6 @@ class AgentLoop(CallsMixin):
         self._fresh: set[str] = set()  # runs whose issued model call this attempt opened
         self._started_here: set[str] = set()  # calls this attempt wrote `started` for
         self._checked: dict[str, dict[str, Any]] = {}
-        self._ledger: dict[str, LedgerStatus] = {}
         self._answers: dict[str, Answer] = {}
         self._cancel = asyncio.Event()
         self._since_full = 0
@@ -174,7 +173,6 @@ class AgentLoop(CallsMixin):
                 snapshot_digest=digest,
                 root_run_id=self.env.root_run_id,
             )
-            self._ledger = dict(stored.ledger)
             self._last_full = _COMPACT_FACTOR * len(stored.full or b"")
             self._since_full = sum(len(p) for _, p in stored.steps)
             return
@@ -247,10 +245,6 @@ class AgentLoop(CallsMixin):
                 writer.result()  # a failed commit stops the loop here
             self._writer = asyncio.ensure_future(self._drain())
         self.state.step_no = step_no
-        for op in ledger:
-            self._ledger[op.tool_call_id] = {"start": "started", "complete": "completed"}.get(
-                op.op, "unknown"
-            )  # type: ignore[assignment]
 
     async def _push(self, event: RuntimeEvent) -> None:
         if not self._buf:
