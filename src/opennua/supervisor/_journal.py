@@ -84,8 +84,10 @@ class StoreJournal:
             for event in events:
                 self._host_records(tx, event, now)
             for checkpoint in checkpoints:
-                tx.put_checkpoint_step(checkpoint.step_no, checkpoint.payload)
-                if checkpoint.full is not None:
+                if checkpoint.full is None:
+                    tx.put_checkpoint_step(checkpoint.step_no, checkpoint.payload)
+                else:
+                    # The full holds this step too: its step record would only be pruned.
                     tx.put_full_checkpoint(checkpoint.step_no, checkpoint.full)
                     tx.prune_checkpoints(checkpoint.step_no)
             for op in ledger:
