@@ -43,9 +43,7 @@ async def serving(store: Store, port: int) -> AsyncIterator[Running]:
     hub = Hub(store.read)
     host = SessionHost(store, hub, clock=time.time, agent_digest="sha256:bench")
     app = create_app(host, store, hub, token=TOKEN)
-    server = uvicorn.Server(
-        uvicorn_config(app, "127.0.0.1", port)
-    )
+    server = uvicorn.Server(uvicorn_config(app, "127.0.0.1", port))
     task = asyncio.create_task(server.serve())
     while not server.started:
         if task.done():

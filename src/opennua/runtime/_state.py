@@ -221,7 +221,7 @@ def encode_step(state: ExecState, ops: list[Op], *, digest: str | None = None) -
     if digest is not None:
         doc["digest"] = digest
     doc["ops"] = _compact(state, ops)
-    return json.dumps(doc, separators=(",", ":")).encode()
+    return _json(doc).encode()
 
 
 _OPS = b'"ops":['

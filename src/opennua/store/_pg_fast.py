@@ -21,7 +21,6 @@ from ._log_ops import Action, Append, stored_body
 from ._sql import dumps
 from ._unit import Unit
 
-# What ``_sql.dumps`` does, without building a JSONEncoder per call (byte-identical).
 #: Stands for the seq while a body whose seq key is not last is encoded, then split at it.
 _SEQ_MARK = 7_654_321_098_765_432_109
 
@@ -48,9 +47,9 @@ class ActionRows:
         self.head: list[str] = []
         self.tail: list[str] = []
 
-    def add(self, session_id: str, actions: Sequence[Action]) -> None:
+    def add(self, actions: Sequence[Action]) -> None:
         for a in actions:
-            head, tail = split_body(a, session_id)
+            head, tail = split_body(a)
             self.aid.append(a["id"])
             self.typ.append(a["type"])
             self.head.append(head)
@@ -86,7 +85,7 @@ def text_array(values: Sequence[str | None]) -> str:
     )
 
 
-def split_body(action: Action, session_id: str) -> tuple[str, str]:
+def split_body(action: Action) -> tuple[str, str]:
     """The stored body (``stored_body``) without its seq value: ``head + str(seq) + tail``
     is byte-identical to what the shared append program stores."""
     body = stored_body(action, None)
@@ -131,7 +130,7 @@ def append_params(
             n = 0
             for index in indexes:
                 acts = items[index][1]
-                rows.add(sid, acts)
+                rows.add(acts)
                 n += len(acts)
             counts.append(n)
             row_sids.extend([sid] * n)
@@ -186,7 +185,7 @@ def unit_params(unit: Unit) -> list[Any] | None:
                 if not appendable(op.actions, op.session_id):
                     return None
                 kind, key, count = "append", op.session_id, len(op.actions)
-                rows.add(op.session_id, op.actions)
+                rows.add(op.actions)
             elif type(op) is PutCheckpoint:
                 if op.execution_id != execution_id:
                     return None
