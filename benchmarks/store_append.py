@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import secrets
 import sqlite3
@@ -32,6 +31,9 @@ import psycopg
 from opennua.store import Store, open_store
 from opennua.store._log_ops import stored_body
 from opennua.store._migrations import migrate_sqlite
+from opennua.store._sql import Dialect
+
+encode_body = Dialect().encode_body  # what SQLite stores: compressed (store/_bodies.py)
 
 
 def make_action(session_id: str, n: int) -> dict[str, Any]:
@@ -114,7 +116,7 @@ def raw_sqlite(folder: Path, n: int, batch: int, sessions: int) -> Result:
         for k in range(b * batch, (b + 1) * batch):
             session = sid(k % sessions)
             envelope = make_action(session, k)
-            body = json.dumps(stored_body(envelope, k))  # the row the store writes
+            body = encode_body(stored_body(envelope, k))  # the row the store writes
             rows.append((k % sessions + 1, k, envelope["id"], envelope["type"], body))
         conn.executemany(
             "INSERT INTO action_log (sk, seq, action_id, type, body) VALUES (?, ?, ?, ?, ?)", rows

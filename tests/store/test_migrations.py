@@ -10,7 +10,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from opennua.store import SchemaTooNew, open_store
+from opennua.store import Conflict, SchemaTooNew, open_store
 from opennua.store._migrations import latest_version, migrate_postgres, migrate_sqlite
 from opennua.store._sqlite import connect
 
@@ -122,6 +122,66 @@ async def test_sqlite_v3_database_gets_integer_session_keys_and_keeps_everything
         keys = conn.execute("SELECT session_id, sk FROM sessions ORDER BY sk").fetchall()
         assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     assert keys == [("ses_b", 1), ("ses_a", 2), ("ses_c", 3)]
+
+
+async def test_sqlite_v4_database_gets_a_clustered_ledger_and_keeps_entries_and_bodies(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "v4.db"
+    conn = connect(path)
+    assert migrate_sqlite(conn, target=4) == 4
+    conn.execute("INSERT INTO sessions (session_id, created_at, last_seq) VALUES ('ses_a', 1, 1)")
+    old = {**action("ses_a", 1), "seq": 1}  # a JSON text body, as v4 wrote them
+    conn.execute(
+        "INSERT INTO action_log (sk, seq, action_id, type, body) VALUES (1, 1, ?, ?, ?)",
+        (old["id"], old["type"], json.dumps(old)),
+    )
+    conn.execute(
+        "INSERT INTO executions (execution_id, session_id, turn_id, status, created_at, epoch) "
+        "VALUES ('exe_1', 'ses_a', 'trn_1', 'running', 1, 1)"
+    )
+    conn.executemany(
+        "INSERT INTO tool_ledger VALUES ('exe_1', ?, ?, ?, ?, 1.0)",
+        [
+            ("call_done", "completed", "k1", '{"rows":3}'),
+            ("call_open", "started", "k2", None),
+            ("call_lost", "unknown", None, None),
+        ],
+    )
+    conn.close()
+
+    async with await open_store(f"sqlite:///{path}") as store:
+        ledger = {e.tool_call_id: e for e in await store.get_ledger("exe_1")}
+        assert {k: (e.status, e.idempotency_key, e.result) for k, e in ledger.items()} == {
+            "call_done": ("completed", "k1", {"rows": 3}),
+            "call_open": ("started", "k2", None),
+            "call_lost": ("unknown", None, None),
+        }
+        async with store.fenced("exe_1", 1) as tx:  # the key still holds: a completed
+            tx.ledger_complete("call_open", result=None, now=2.0)  # call moves in place
+            tx.ledger_start("call_new", idempotency_key="k3", now=2.0)
+        with pytest.raises(Conflict):
+            async with store.fenced("exe_1", 1) as tx:
+                tx.ledger_start("call_done", now=3.0)
+        assert await store.append("ses_a", [action("ses_a", 2)]) == [2]
+        # The v4 text body and the new compressed one read alike.
+        assert await store.read("ses_a") == [old, {**action("ses_a", 2), "seq": 2}]
+    with closing(sqlite3.connect(path)) as conn:
+        statuses = dict(conn.execute("SELECT tool_call_id, status FROM tool_ledger"))
+        (ddl,) = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'tool_ledger'").fetchone()
+        indexes = conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'tool_ledger'"
+        ).fetchall()
+        kinds = [r[0] for r in conn.execute("SELECT typeof(body) FROM action_log ORDER BY seq")]
+        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    assert statuses == {
+        "call_done": "completed",
+        "call_open": "completed",
+        "call_lost": "unknown",
+        "call_new": "started",
+    }
+    assert "WITHOUT ROWID" in ddl and indexes == []  # the table is its key's only b-tree
+    assert kinds == ["text", "blob"]
 
 
 async def test_sqlite_newer_database_is_refused(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 from ._errors import Conflict, InvalidInput, NotFound, StoreError
 from ._records import Artifact, InFlight, Mismatch, New, Replay, Session
-from ._sql import Dialect, Effects, Op, Program, Query, chunks, dumps, loads
+from ._sql import Dialect, Effects, Op, Program, Query, chunks, dumps, load_body, loads
 
 Action = dict[str, Any]
 
@@ -25,9 +25,9 @@ def stored_body(action: Action, seq: int | None) -> dict[str, Any]:
     return body
 
 
-def action_from_row(session_id: str, action_id: str, action_type: str, body: str) -> Action:
+def action_from_row(session_id: str, action_id: str, action_type: str, body: str | bytes) -> Action:
     """The envelope a row stores, whole again."""
-    action: Action = loads(body)
+    action: Action = load_body(body)
     if action.get("id") == 0:  # else written whole, before bodies left the columns out
         action["session_id"], action["id"], action["type"] = session_id, action_id, action_type
     return action
@@ -91,7 +91,7 @@ def append_program(
         )
         known.update(((r[0], r[1]), r[2]) for r in rows)
     first = dict(last)
-    out, new_rows = assign_seqs(items, last, known, dumps)
+    out, new_rows = assign_seqs(items, last, known, d.encode_body)
     if new_rows:
         yield d.insert_actions(new_rows)
         moved = [(seq, sid) for sid, seq in last.items() if seq != first[sid]]
@@ -101,14 +101,14 @@ def append_program(
     return out
 
 
-Row = tuple[str, int, str, str, str]
+Row = tuple[str, int, str, str, str | bytes]
 
 
 def assign_seqs(
     items: Sequence[tuple[str, Sequence[Action]]],
     last: dict[str, int],
     known: dict[tuple[str, str], int],
-    encode: Callable[[Any], str],
+    encode: Callable[[Any], str | bytes],
 ) -> tuple[list[list[int] | StoreError], list[Row]]:
     """Per item, its seqs or the error it alone fails with; and the rows to insert.
 

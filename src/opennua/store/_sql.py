@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 import orjson
 from ulid import ULID
 
+from ._bodies import pack, unpack
 from ._records import Execution, InputRequest, Session
 
 T = TypeVar("T")
@@ -65,7 +66,11 @@ class Dialect:
     def in_(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
         return f"{column} IN ({','.join('?' * len(values))})", list(values)
 
-    def insert_actions(self, rows: list[tuple[str, int, str, str, str]]) -> Query:
+    def encode_body(self, body: Any) -> str | bytes:
+        """A stored action body: compressed on SQLite (``_bodies``), JSON text here."""
+        return pack(dumps(body))
+
+    def insert_actions(self, rows: list[tuple[str, int, str, str, str | bytes]]) -> Query:
         # `actions` is a view on SQLite (migration 4): the rows go to action_log, keyed by
         # the session's integer sk.
         return Query(
@@ -98,9 +103,12 @@ class PostgresDialect(Dialect):
     def in_(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
         return f"{column} = ANY(?)", [list(values)]
 
+    def encode_body(self, body: Any) -> str | bytes:
+        return dumps(body)
+
     # One statement over arrays instead of executemany: a batch of a thousand appends is
     # one INSERT for the server to plan and one message for the client to build.
-    def insert_actions(self, rows: list[tuple[str, int, str, str, str]]) -> Query:
+    def insert_actions(self, rows: list[tuple[str, int, str, str, str | bytes]]) -> Query:
         cols = [list(c) for c in zip(*rows, strict=True)]
         return Query(
             "INSERT INTO actions (session_id, seq, action_id, type, body) "
@@ -154,6 +162,11 @@ def dumps(value: Any) -> str:
 
 def loads(text: str | None) -> Any:
     return None if text is None else json.loads(text)
+
+
+def load_body(stored: str | bytes) -> Any:
+    """A stored action body's value: JSON text, or SQLite's compressed BLOB (``_bodies``)."""
+    return json.loads(unpack(stored))
 
 
 def chunks(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:

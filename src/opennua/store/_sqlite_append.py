@@ -9,8 +9,8 @@ writer thread's Python was a third of the batch time:
 - set-valued parameters travel as ONE JSON text read with ``json_each``, so each
   statement's SQL is constant and stays in sqlite3's prepared-statement cache (an
   ``IN (?,?,...)`` list is new SQL for every batch size, re-parsed and re-planned);
-- bodies are encoded by ``_sql.dumps`` (as on every path); no generator round trips
-  between the program and the driver;
+- bodies are encoded by the dialect's ``encode_body``, as on the shared path; no
+  generator round trips between the program and the driver;
 - rows go straight to ``action_log`` keyed by the session's integer ``sk`` (migration 4),
   not through the ``actions`` view the shared programs see.
 """
@@ -24,12 +24,13 @@ from typing import Any
 
 from ._errors import Conflict, StoreError, Unavailable
 from ._log_ops import assign_seqs
-from ._sql import dumps
+from ._sql import Dialect
 
 Action = dict[str, Any]
 
 # Parameters only: ASCII escapes keep any string exact through SQLite's JSON parser.
 _param = json.JSONEncoder(separators=(",", ":")).encode
+_encode_body = Dialect().encode_body
 
 _LAST_SEQS = (
     "SELECT session_id, sk, last_seq FROM sessions "
@@ -76,7 +77,7 @@ def _run(
         for r in conn.execute(_KNOWN, (_param(pairs),)).fetchall():
             known[(sid_of[r[0]], r[1])] = r[2]
     first = dict(last)
-    out, new_rows = assign_seqs(items, last, known, dumps)
+    out, new_rows = assign_seqs(items, last, known, _encode_body)
     if new_rows:
         conn.executemany(_INSERT, [(sk[r[0]], *r[1:]) for r in new_rows])
         moved = [(seq, sid) for sid, seq in last.items() if seq != first[sid]]
