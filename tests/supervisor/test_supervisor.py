@@ -146,6 +146,12 @@ async def test_demo_suspends_resumes_after_answer_and_completes(tmp_path: Path) 
         assert turn["usage"]["cache_read_input_tokens"] > 0
         artifact = next(iter(state["artifacts"].values()))
         assert b"report" in (await store.blobs.read(artifact["sha256"])).lower()
+        # Every tool call but the sub-agent's `task` has a completed ledger entry, keyed by
+        # its call id, which is also its idempotency key: the entry does not store it twice.
+        ledger = await store.get_ledger(EID)
+        calls = {i for i, c in turn["tool_calls"].items() if c["name"] != "task"}
+        assert {e.tool_call_id for e in ledger} == calls
+        assert {(e.status, e.idempotency_key) for e in ledger} == {("completed", None)}
 
 
 async def test_deadline_passing_while_waiting_ends_the_turn(tmp_path: Path) -> None:

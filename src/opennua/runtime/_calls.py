@@ -146,7 +146,7 @@ class CallsMixin:
         self._started_here.add(call.call_id)
         await self._commit(
             [self._updated(run, call, suffix, status="in_progress")],
-            [LedgerOp("start", call.call_id, call.name, call.call_id)],
+            [LedgerOp("start", call.call_id, call.name)],
         )
 
     async def _wait(
@@ -208,7 +208,7 @@ class CallsMixin:
             status="unknown",
             error=pa.ErrorInfo(code="outcome_unknown", message="interrupted before it completed"),
         )
-        ledger = [LedgerOp("unknown", call.call_id, call.name, call.call_id)]
+        ledger = [LedgerOp("unknown", call.call_id, call.name)]
         await self._wait(run, call, "confirmation", request, key, ledger, [unknown])
 
     async def _invalid_call(self, run: RunState, call: PendingCall, exc: Exception) -> None:
@@ -365,7 +365,7 @@ class CallsMixin:
         ledger = (
             []
             if call.name == "task"
-            else [LedgerOp("complete", call.call_id, call.name, call.call_id)]
+            else [LedgerOp("complete", call.call_id, call.name)]
         )
         await self._commit_result(run, call, part, events, ledger=ledger)
 
@@ -405,7 +405,7 @@ class CallsMixin:
             return []
         self._op({"op": "start", "run": run.run_id})
         self._started_here.add(call.call_id)
-        ledger.append(LedgerOp("start", call.call_id, call.name, call.call_id))
+        ledger.append(LedgerOp("start", call.call_id, call.name))
         return [self._updated(run, call, "running", status="in_progress")]
 
     # -- sub-agents ------------------------------------------------------------------------

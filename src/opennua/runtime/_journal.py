@@ -20,12 +20,15 @@ LedgerStatus = Literal["started", "completed", "unknown"]
 
 @dataclass(frozen=True, slots=True)
 class LedgerOp:
-    """One tool-effect ledger write: `start` before a tool runs, `complete` after, `unknown`."""
+    """One tool-effect ledger write: `start` before a tool runs, `complete` after, `unknown`.
+
+    No idempotency key: a tool's key is its call id (``ToolContext.idempotency_key``), which
+    the entry is keyed by already; writing it again cost ~40 bytes per call.
+    """
 
     op: Literal["start", "complete", "unknown"]
     tool_call_id: str
     tool_name: str = ""
-    idempotency_key: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -92,7 +92,7 @@ class StoreJournal:
                     tx.prune_checkpoints(checkpoint.step_no)
             for op in ledger:
                 if op.op == "start":
-                    tx.ledger_start(op.tool_call_id, idempotency_key=op.idempotency_key, now=now)
+                    tx.ledger_start(op.tool_call_id, now=now)
                 elif op.op == "complete":
                     tx.ledger_complete(op.tool_call_id, now=now)
                 else:
