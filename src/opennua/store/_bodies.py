@@ -3,10 +3,10 @@
 An action body is a few hundred bytes of JSON whose keys, id prefixes and envelope
 repeat in every row: compressed on its own, such a short text barely shrinks, but primed
 with a dictionary of that vocabulary it shrinks by about two thirds (a tool call's
-`tool_call.started` 318 -> 97 bytes; with a 300-byte hex output, `tool_call.updated`
-621 -> 275). That is most of what a durable runtime step stores on the embedded backend
-(docs/store.md, "Stored bodies"). PostgreSQL keeps JSON text (its fast path splices the
-seq into the text in PL/pgSQL).
+`tool_call.started` 318 -> 116 bytes; with a 300-character hex output,
+`tool_call.updated` 621 -> 282). Bodies were most of what a durable runtime step
+stored on the embedded backend (docs/store.md, "SQLite deflates bodies"). PostgreSQL
+keeps JSON text (its fast path splices the seq into the text in PL/pgSQL).
 
 A stored body is either TEXT (JSON: rows written before this format) or a BLOB whose
 first byte names the dictionary it was written with. A dictionary can never change once
