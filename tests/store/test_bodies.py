@@ -33,7 +33,7 @@ def test_rows_written_with_dictionary_1_still_decode() -> None:
     [
         STARTED,
         "{}",
-        json.dumps({"delta": "é 漢字 \u2028 \"q\" \\", "n": [1, 2.5, None, True]}),
+        json.dumps({"delta": 'é 漢字 \u2028 "q" \\', "n": [1, 2.5, None, True]}),
         json.dumps({"output": "x" * 200_000}),  # far past the 4 KiB window
         json.dumps({"output": "".join(chr(33 + (i * 7919) % 90) for i in range(50_000))}),
     ],

@@ -362,11 +362,7 @@ class CallsMixin:
                 )
             else:
                 events.append(self._updated(run, call, "result", status="completed", output=text))
-        ledger = (
-            []
-            if call.name == "task"
-            else [LedgerOp("complete", call.call_id, call.name)]
-        )
+        ledger = [] if call.name == "task" else [LedgerOp("complete", call.call_id, call.name)]
         await self._commit_result(run, call, part, events, ledger=ledger)
 
     async def _commit_result(
