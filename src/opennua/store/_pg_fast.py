@@ -33,8 +33,6 @@ UNIT_SQL = (
     "%s::bigint[], %s::bytea[], %s::int[], %s::text[], %s::text[], %s::text[], %s::text[])"
 )
 
-_FAST_OPS = (Append, PutCheckpoint, LedgerStart, LedgerSet)
-
 
 class ActionRows:
     """Column arrays of actions to append; each body split around its ``seq`` value."""

@@ -191,10 +191,10 @@ class PostgresStore(Store):
         return await future
 
     def _take(self) -> list[_Pending]:
-        if not _mergeable(self._queue[0].unit):
+        if not self._queue[0].unit.single_append:
             return [self._queue.popleft()]
         batch: list[_Pending] = []
-        while self._queue and _mergeable(self._queue[0].unit) and len(batch) < _MAX_BATCH:
+        while self._queue and self._queue[0].unit.single_append and len(batch) < _MAX_BATCH:
             batch.append(self._queue.popleft())
         return batch
 
@@ -239,7 +239,7 @@ class PostgresStore(Store):
     async def _run_tx(self, conn: AsyncConn, units: list[Unit]) -> tuple[list[Any], dict[str, int]]:
         if not self.fast_path:
             return await self._run_programs(conn, units)
-        if _mergeable(units[0]):
+        if units[0].single_append:
             items = []
             for unit in units:
                 (op,) = unit.ops
@@ -309,7 +309,7 @@ class PostgresStore(Store):
             # without waiting (see drive); the checks all pass before COMMIT is sent.
             async with conn.pipeline() as pipeline:
                 await conn.execute("BEGIN")
-                if _mergeable(units[0]):
+                if units[0].single_append:
                     items = []
                     for unit in units:
                         (op,) = unit.ops
@@ -414,12 +414,6 @@ class PostgresStore(Store):
                 await self._listener.close()
         await self._pool.close()
         self._hub.close()
-
-
-def _mergeable(unit: Unit) -> bool:
-    """A single unfenced append: may share a transaction with other callers' appends.
-    (A unit of several appends is one caller's all-or-nothing unit and runs alone.)"""
-    return unit.append_only and len(unit.ops) == 1
 
 
 async def _rollback(conn: AsyncConn) -> None:

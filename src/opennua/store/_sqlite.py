@@ -238,9 +238,9 @@ class SQLiteStore(Store):
         wakeups: dict[str, int] = {}
         i = 0
         while i < len(units):
-            if _one_append(units[i]):
+            if units[i].single_append:
                 j = i
-                while j < len(units) and _one_append(units[j]):
+                while j < len(units) and units[j].single_append:
                     j += 1
                 if i == 0 and j == len(units):
                     # The whole batch (the common case under load): no SAVEPOINT, which
@@ -419,11 +419,6 @@ def _unit_ops(conn: sqlite3.Connection, unit: Unit, fx: Effects) -> list[Any]:
         else:
             results.append(drive(conn, op.run(_DIALECT, fx)))
     return results
-
-
-def _one_append(unit: Unit) -> bool:
-    """An unfenced unit of exactly one append: may share the set-based fast path."""
-    return unit.fence is None and len(unit.ops) == 1 and type(unit.ops[0]) is Append
 
 
 def _merge(into: dict[str, int], wakeups: dict[str, int]) -> None:

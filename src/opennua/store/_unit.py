@@ -48,10 +48,11 @@ class Unit:
     ops: tuple[Op, ...]
 
     @property
-    def append_only(self) -> bool:
-        # Unfenced pure appends may be merged with other callers' appends into one
-        # set-based program (see append_program): the hot path of group commit.
-        return self.fence is None and all(type(op) is Append for op in self.ops)
+    def single_append(self) -> bool:
+        """An unfenced unit of exactly one append: both backends may run it in one
+        set-based batch with other callers' (the hot path of group commit). A unit of
+        several appends is one caller's all-or-nothing unit and runs alone."""
+        return self.fence is None and len(self.ops) == 1 and type(self.ops[0]) is Append
 
 
 _UNSET: Any = object()
