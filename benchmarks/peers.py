@@ -21,6 +21,7 @@ import sqlite3
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -52,7 +53,13 @@ def payload(i: int) -> str:
     return (f"{i:08d}" + secrets.token_hex(PAYLOAD))[:PAYLOAD]
 
 
-async def ours(url: str, steps: int, idempotent: bool, data_dir: str | None) -> tuple[float, int]:
+async def ours(
+    url: str,
+    steps: int,
+    idempotent: bool,
+    data_dir: str | None,
+    before_close: Callable[[], None] | None = None,
+) -> tuple[float, int]:
     @tool("emit", idempotent=idempotent)
     def emit(ctx: ToolContext, i: int) -> str:
         return payload(i)
@@ -89,6 +96,8 @@ async def ours(url: str, steps: int, idempotent: bool, data_dir: str | None) -> 
         outcome = await loop.run("go")
         elapsed = time.perf_counter() - t0
         assert type(outcome).__name__ == "Completed", outcome
+        if before_close is not None:
+            before_close()  # e.g. read the WAL, which SQLite deletes at close
     finally:
         await store.close()
     return steps / elapsed, await _size(url, data_dir)
