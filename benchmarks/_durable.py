@@ -7,10 +7,12 @@ from typing import Any
 
 from opennua.protocol.ids import new_id
 from opennua.store import Execution, Store, open_store
-from opennua.supervisor._journal import StoreJournal
+from opennua.supervisor import StoreJournal
 
 
-async def claimed_journal(url: str, data_dir: str | None = None) -> tuple[Store, Any, str]:
+async def claimed_journal(
+    url: str, data_dir: str | None = None, *, track_seqs: bool = False
+) -> tuple[Store, Any, str]:
     """Open the store, create a session and an execution, claim it; return its journal."""
     store = await open_store(url, data_dir=data_dir)
     now = time.time()
@@ -24,5 +26,5 @@ async def claimed_journal(url: str, data_dir: str | None = None) -> tuple[Store,
     )
     claimed = await store.claim("bench", now, 3600.0)
     assert claimed is not None
-    journal = StoreJournal(store, claimed, owner="bench", clock=time.time)
+    journal = StoreJournal(store, claimed, owner="bench", clock=time.time, track_seqs=track_seqs)
     return store, journal, eid

@@ -14,8 +14,8 @@ from typing import Any
 
 import uvicorn
 
-from opennua.host import SessionHost
-from opennua.host.hub import Hub
+from opennua.auth import Authority
+from opennua.host import Hub, SessionHost
 from opennua.protocol.ids import new_id
 from opennua.server import create_app
 from opennua.server._serve import uvicorn_config
@@ -40,9 +40,12 @@ class Running:
 @contextlib.asynccontextmanager
 async def serving(store: Store, port: int) -> AsyncIterator[Running]:
     """The app `nua serve --role host` builds, under uvicorn on 127.0.0.1:port."""
-    hub = Hub(store.read)
-    host = SessionHost(store, hub, clock=time.time, agent_digest="sha256:bench")
-    app = create_app(host, store, hub, token=TOKEN)
+    hub = Hub(store)
+    authority = Authority(store)
+    await authority.bootstrap(TOKEN)
+    host = SessionHost(store, hub, clock=time.time, grant_check=authority.grant_problem)
+    await host.registry.ensure_builtin("scripted:demo")
+    app = create_app(host, store, hub, authority=authority)
     server = uvicorn.Server(uvicorn_config(app, "127.0.0.1", port))
     task = asyncio.create_task(server.serve())
     while not server.started:
@@ -74,9 +77,13 @@ def envelope(session_id: str, action_id: str, type_: str, data: dict[str, Any]) 
 
 
 async def new_session(store: Store, tag: bytes = b"bench") -> str:
+    """A session written straight into the store, in the first workspace (the one a fresh
+    data directory gets), so the owner's token may read it."""
     now = time.time()
     sid = new_id("session", ms=int(now * 1000), entropy=tag.ljust(10, b"-")[:10])
-    await store.create_session(sid, created_at=now, title="bench")
+    workspaces = await store.list_workspaces()
+    workspace_id = workspaces[0].workspace_id if workspaces else None
+    await store.create_session(sid, created_at=now, title="bench", workspace_id=workspace_id)
     created = {
         "title": "bench",
         "principal_id": "prn_owner",

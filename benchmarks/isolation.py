@@ -44,19 +44,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._server import TOKEN, dumps, free_port, new_session, serving
 
-from opennua.host.hub import Hub
+from opennua.host import Hub
 from opennua.protocol.ids import new_id
-from opennua.runtime import (
-    AgentLoop,
-    DerivedIds,
-    Limits,
-    RunEnv,
-    ScriptedModel,
-    ScriptStep,
-    call,
-    default_agent,
-    tool,
-)
+from opennua.runtime import AgentLoop, DerivedIds, Limits, RunEnv, default_agent, tool
+from opennua.runtime.testing import ScriptedModel, ScriptStep, call
 from opennua.store import Execution, Store, open_store
 from opennua.supervisor._journal import StoreJournal
 

@@ -31,18 +31,8 @@ from benchmarks._durable import claimed_journal
 from pydantic_ai.messages import ModelMessagesTypeAdapter, ModelResponse, ToolCallPart
 from pydantic_ai.usage import RequestUsage
 
-from opennua.runtime import (
-    AgentLoop,
-    DerivedIds,
-    Limits,
-    RunEnv,
-    ScriptedModel,
-    ScriptStep,
-    ToolContext,
-    call,
-    default_agent,
-    tool,
-)
+from opennua.runtime import AgentLoop, DerivedIds, Limits, RunEnv, ToolContext, default_agent, tool
+from opennua.runtime.testing import ScriptedModel, ScriptStep, call
 
 PAYLOAD = 300
 BATCH = 50  # tool calls per model response

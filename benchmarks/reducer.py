@@ -2,20 +2,43 @@
 
 Realistic: 200 turns, each streaming an answer in many deltas around tool calls, with
 usage and plan updates. Goal (issue 2): >= 100,000 actions/s on the 2-core machine.
-Run: python benchmarks/reducer.py [--actions N]
+`--js` also runs the same lines through the web UI's reducer (`web/reducer.js`) in Node:
+JSON.parse + normalise + reduce, best of 3, so a change to the JS modules is measured too.
+Run: python benchmarks/reducer.py [--actions N] [--js]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
+import subprocess
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 from opennua.protocol import action_from_json, reduce, state_to_json
 from opennua.protocol.state import initial_state
 
 SESSION = "ses_01JBENCH000000000000000000"
+REDUCER_JS = Path(__file__).resolve().parent.parent / "src" / "opennua" / "web" / "reducer.js"
+# Reads the log from argv[1], replays it three times with the JS reducer, prints one JSON line.
+NODE_BENCH = """
+import { readFileSync } from "node:fs";
+import { pathToFileURL } from "node:url";
+const { initialState, reduce, stateToJson } = await import(pathToFileURL(process.argv[2]).href);
+const lines = readFileSync(process.argv[3], "utf8").split("\\n").filter(Boolean);
+let best = 0, state;
+for (let round = 0; round < 3; round++) {
+  state = initialState();
+  const started = performance.now();
+  for (const line of lines) state = reduce(state, JSON.parse(line));
+  best = Math.max(best, lines.length / ((performance.now() - started) / 1000));
+}
+if (state.seq !== lines.length || state.anomalies.length) throw new Error("bad replay");
+console.log(JSON.stringify({ rate: best, bytes: stateToJson(state).length }));
+"""
 
 
 def make_log(total: int, turns: int = 200) -> list[str]:
@@ -113,6 +136,7 @@ def make_log(total: int, turns: int = 200) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--actions", type=int, default=100_000)
+    parser.add_argument("--js", action="store_true", help="also time web/reducer.js in Node")
     args = parser.parse_args()
     lines = make_log(args.actions)
     kinds: dict[str, int] = {}
@@ -132,6 +156,27 @@ def main() -> None:
     print(f"actions: {len(lines)} ({top}, ...), turns: {len(state['turns'])}")
     print(f"state JSON: {len(state_to_json(state)) / 1e6:.1f} MB")
     print(f"decode+validate+reduce: {best:,.0f} actions/s (best of 3; goal >= 100,000)")
+    if args.js:
+        print(f"JS reducer (Node): {js_rate(lines):,.0f} actions/s (best of 3)")
+
+
+def js_rate(lines: list[str]) -> float:
+    node = shutil.which("node")
+    if node is None:
+        raise SystemExit("--js needs node on PATH")
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp, "log.jsonl")
+        log.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        script = Path(tmp, "bench.mjs")
+        script.write_text(NODE_BENCH, encoding="utf-8")
+        out = subprocess.run(
+            [node, str(script), str(REDUCER_JS), str(log)],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    rate: float = json.loads(out)["rate"]
+    return rate
 
 
 if __name__ == "__main__":

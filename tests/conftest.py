@@ -12,6 +12,16 @@ import pytest
 PG_ADMIN_URL = os.environ.get("NUA_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("opennua simulation (tests/sim)")
+    group.addoption(
+        "--sim-seed", type=int, default=None, help="replay this one seed of the simulation"
+    )
+    group.addoption(
+        "--sim-seeds", type=int, default=1000, help="how many seeds the simulation runs"
+    )
+
+
 def _pg_answers() -> bool:
     try:
         with psycopg.connect(PG_ADMIN_URL, connect_timeout=3):

@@ -33,14 +33,17 @@ async def env(tmp_path: Path) -> AsyncIterator[Env]:
 MODULES = [
     "app.js",
     "api.js",
+    "canonical.js",
     "controller.js",
     "live.js",
     "overlay.js",
+    "payloads.js",
     "reducer.js",
     "store.js",
     "views/dom.js",
     "views/format.js",
     "views/list.js",
+    "views/schedules.js",
     "views/session.js",
     "views/timeline.js",
 ]

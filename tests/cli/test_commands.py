@@ -7,11 +7,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from opennua.protocol import action_from_json, replay, state_to_json
 from tests.cli.conftest import Nua
-from tests.e2e._proc import free_port, wait_for
+from tests.e2e._proc import Server, free_port, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(60)]
 
@@ -77,6 +78,43 @@ def test_run_streams_the_task_and_answers_the_approval_prompt(nua: Nua) -> None:
     assert "reasoning 0)" not in out.splitlines()[-1], "usage shows all five fields"
     assert "cache write" in out and "cache read" in out
     assert "[pending]" not in out and "[in_progress]" not in out
+
+
+def test_a_rejected_approval_ends_the_call_rejected_and_the_turn_goes_on(tmp_path: Path) -> None:
+    server = Server(tmp_path, step_delay="0.02").start()
+    nua = Nua(server)
+    try:
+        result = nua("run", "write the report", "--prompt", input="2\n")
+        assert result.exit_code == 0, result.output
+        out = result.stdout
+        _lines_in_order(
+            out,
+            "? Allow Run command?",
+            "2) Reject [reject_once]",
+            "answered: reject_once",
+            "⊗ Run command",
+            "[rejected]",
+            "⎿ The user rejected this tool call.",
+            "✓ Allow Run command? → reject_once",
+            "✓ Run sub-agent researcher",
+            "■ end_turn",
+        )
+        # The approved command appends to checks.log: rejected, it never ran.
+        assert not list(tmp_path.rglob("checks.log"))
+        sid = result.stderr.split("session ", 1)[1].split(" ", 1)[0]
+        (turn,) = nua.state(sid)["turns"]
+        shell = next(c for c in turn["tool_calls"].values() if c["name"] == "shell")
+        assert shell["status"] == "rejected" and turn["stop_reason"] == "end_turn"
+        # Reattached, and after a server restart, the call still reads rejected.
+        again = nua("attach", sid)
+        assert again.exit_code == 0 and "⊗ Run command" in again.stdout, again.output
+        server.stop()
+        server.start()
+        shown = nua("show", sid)
+        assert shown.exit_code == 0 and "[rejected]" in shown.stdout, shown.output
+        assert "[failed]" not in shown.stdout
+    finally:
+        server.stop()
 
 
 def _indent(line: str) -> int:
@@ -227,6 +265,33 @@ def test_show_history_usage_trace_artifacts_and_download(nua: Nua, tmp_path: Pat
     assert "sha256" in got.stdout and "ok" in got.stdout
     missing = nua("artifact", "get", "art_01NOSUCHARTIFACT00000000", "-o", str(target))
     assert missing.exit_code == 3
+
+    # A single-use link for a browser: opens once without a token, then 410.
+    link = nua("artifact", "link", artifact["artifact_id"])
+    assert link.exit_code == 0, link.output
+    url = link.stdout.strip()
+    assert "/v1/downloads/" in url and "opens once" in link.stderr
+    first, second = httpx.get(url, timeout=10), httpx.get(url, timeout=10)
+    assert hashlib.sha256(first.content).hexdigest() == artifact["sha256"]
+    assert (second.status_code, second.json()["code"]) == (410, "link_used")
+    # Retrying a published artifact changes nothing and says so.
+    retried = nua("artifact", "retry", sid, artifact["artifact_id"])
+    assert retried.exit_code == 0 and "published" in retried.stdout, retried.output
+
+
+def test_file_changes_show_their_diff_live_and_in_history(nua: Nua) -> None:
+    sid = _detach(nua)["session_id"]
+    nua.answer_when_open(sid)
+    state = _ended(nua, sid)
+    (change,) = state["turns"][0]["file_changes"].values()
+    assert change["path"] == "notes.md" and change["diff"].startswith("--- /dev/null\n")
+    assert change["size"] > 0 and len(change["sha256"]) == 64 and not change["binary"]
+    human = nua("show", sid).stdout
+    first_line = change["diff"].splitlines()[3]  # the first added line
+    _lines_in_order(human, "✎ notes.md created", "+++ b/notes.md", first_line)
+    whole = nua("diff", sid, change["id"])
+    assert whole.exit_code == 0 and whole.stdout == change["diff"]
+    assert nua("diff", sid, "act_nosuchchange").exit_code == 3
 
 
 def test_sessions_and_errors(nua: Nua) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import os
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -17,6 +18,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from opennua.cli import app
+from opennua.cli._demo import _copy_redacted, _open_log
 from opennua.cli._live import Follower, LineReader
 from opennua.client import connect
 from tests.cli.conftest import Nua
@@ -103,3 +105,32 @@ def test_demo_starts_a_server_runs_the_task_and_stops_it(tmp_path: Path) -> None
         httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1)
     # The demo's session stays in its data directory for the next server.
     assert (tmp_path / "nua.db").exists() and (tmp_path / "token").exists()
+    # The server's log is this user's only, and holds no login link with the token in it.
+    log = tmp_path / "demo-serve.log"
+    assert stat.S_IMODE(log.stat().st_mode) == 0o600
+    token = (tmp_path / "token").read_text().strip()
+    text = log.read_text()
+    assert token not in text and "login?token=<the token in DATA/token>" in text
+    assert "web UI: http://127.0.0.1:" in result.stderr
+
+
+def test_the_demo_log_is_private_whatever_the_umask_and_holds_no_token(tmp_path: Path) -> None:
+    log = tmp_path / "demo-serve.log"
+    log.write_text("an older run\n")
+    log.chmod(0o644)
+    old_umask = os.umask(0)
+    try:
+        opened = _open_log(log)
+        fresh = _open_log(tmp_path / "fresh.log")
+    finally:
+        os.umask(old_umask)
+    fresh.close()
+    read_end, write_end = os.pipe()
+    with os.fdopen(write_end, "wb") as server_output:
+        server_output.write(b"web UI: http://127.0.0.1:7421/login?token=s3cr3t-_Tok\nnext\n")
+    _copy_redacted(os.fdopen(read_end, "rb"), opened)
+    assert stat.S_IMODE(log.stat().st_mode) == 0o600
+    assert stat.S_IMODE((tmp_path / "fresh.log").stat().st_mode) == 0o600
+    assert log.read_text() == (
+        "an older run\nweb UI: http://127.0.0.1:7421/login?token=<the token in DATA/token>\nnext\n"
+    )

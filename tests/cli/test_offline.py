@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from opennua.cli import app
-from opennua.cli._context import ExitCode, Settings, exit_code_for, write_url_file
+from opennua.cli._context import ExitCode, Settings, exit_code_for
 from opennua.client import (
     DEFAULT_URL,
     ConflictError,
@@ -98,7 +98,7 @@ def test_url_and_token_come_from_flags_then_env_then_the_data_directory(
     monkeypatch.delenv("NUA_DATA", raising=False)
     assert Settings(data_option=tmp_path).url == DEFAULT_URL
     assert Settings(data_option=tmp_path).token is None
-    write_url_file(tmp_path, "0.0.0.0", 7600)
+    (tmp_path / "url").write_text("http://127.0.0.1:7600\n")  # what `nua serve` writes
     (tmp_path / "token").write_text("from-file\n")
     from_dir = Settings(data_option=tmp_path)
     assert (from_dir.url, from_dir.token) == ("http://127.0.0.1:7600", "from-file")
@@ -120,13 +120,6 @@ def test_url_and_token_come_from_flags_then_env_then_the_data_directory(
     CliRunner().invoke(app, ["sessions"], env=env)
     CliRunner().invoke(app, ["--url", "http://flag:3", "sessions"], env=env)
     assert seen == [("http://env:2", "from-env"), ("http://flag:3", "from-env")]
-
-
-def test_write_url_file_reaches_wildcard_binds_on_loopback(tmp_path: Path) -> None:
-    write_url_file(tmp_path, "::", 7421)
-    assert (tmp_path / "url").read_text().strip() == "http://127.0.0.1:7421"
-    write_url_file(tmp_path, "10.0.0.5", 80)
-    assert (tmp_path / "url").read_text().strip() == "http://10.0.0.5:80"
 
 
 def _problem(status: int, code: str) -> Exception:

@@ -20,7 +20,7 @@ from opennua.client import (
     UnauthorizedError,
     connect,
 )
-from opennua.protocol import Session, state_to_json
+from opennua.protocol import SessionState, state_to_json
 from tests.e2e._proc import Server
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(60)]
@@ -35,11 +35,11 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         running.stop()
 
 
-def _waiting(state: Session) -> bool:
+def _waiting(state: SessionState) -> bool:
     return bool(state["open_input_requests"])
 
 
-def _ended(state: Session) -> bool:
+def _ended(state: SessionState) -> bool:
     return bool(state["turns"]) and state["turns"][-1]["state"] == "ended"
 
 
@@ -68,7 +68,11 @@ async def test_live_state_converges_and_the_first_answer_wins(server: Server) ->
             assert resolution["answered_by"]["client_id"] == "cli_first"
             with pytest.raises(ConflictError) as lost:
                 await second.session(session.session_id).answer(request_id, option_id="reject_once")
-            assert lost.value.answered_by == {"client_id": "cli_first", "principal_id": "prn_owner"}
+            me = await first.get_json("/v1/whoami")  # the answering principal, recorded
+            assert lost.value.answered_by == {
+                "client_id": "cli_first",
+                "principal_id": me["principal_id"],
+            }
             assert (lost.value.resolution or {})["option_id"] == "allow_once"
             final = await live.wait_for(_ended)
         _, snapshot = await session.snapshot()
@@ -122,6 +126,12 @@ async def test_errors_are_typed(server: Server) -> None:
     async with connect(server.url, server.token) as client:
         with pytest.raises(NotFoundError):
             await client.session("ses_01NOSUCHSESSION000000000").snapshot()
+        # An id as a user may type it: one path segment, whatever it holds, so a 404.
+        for odd in ("ses_\x1b[2J", "../../healthz", "..", "a b?c#d", "ses_/x"):
+            with pytest.raises(NotFoundError):
+                await client.session(odd).snapshot()
+            with pytest.raises(NotFoundError):
+                await client.artifact(odd)
         session = await client.create_session("errors")
         await session.send_message("go")
         async with session.subscribe() as live:

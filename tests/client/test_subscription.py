@@ -220,3 +220,24 @@ async def test_the_overlay_is_dropped_when_its_turn_started_arrives_live() -> No
             events = await _collect(live, 1)
             assert events[0].action.intent_id == "int_fixed"  # type: ignore[attr-defined]
             assert session.local.pending_messages() == []
+
+
+async def test_every_id_is_sent_as_one_path_segment() -> None:
+    server = FakeServer(titles(1))
+    async with _client(server) as client:
+        for odd in ("ses_\x1b[2J", "../x", "..", "a b?c#d/e"):
+            with pytest.raises(NotFoundError):
+                await client.session(odd).snapshot()
+            with pytest.raises(NotFoundError):
+                await client.execution(odd)
+    paths = [r.url.raw_path.decode() for r in server.requests]
+    assert paths == [
+        "/v1/sessions/ses_%1B%5B2J",
+        "/v1/executions/ses_%1B%5B2J",
+        "/v1/sessions/..%2Fx",
+        "/v1/executions/..%2Fx",
+        "/v1/sessions/%2E%2E",
+        "/v1/executions/%2E%2E",
+        "/v1/sessions/a%20b%3Fc%23d%2Fe",
+        "/v1/executions/a%20b%3Fc%23d%2Fe",
+    ]

@@ -45,6 +45,25 @@ def session_created() -> Log:
     return log
 
 
+@vector("session.created carries the execution snapshot: plugin@version, digests, model")
+def session_snapshot() -> Log:
+    log = Log()
+    log.add(
+        "session.created",
+        {
+            "title": "Support",
+            "principal_id": "prn_owner",
+            "plugin": {"name": "helper", "version": "1.2.0", "digest": "sha256:" + "1" * 64},
+            "deployment": "support",
+            "deployment_digest": "sha256:" + "2" * 64,
+            "model": "anthropic:claude-sonnet-4-5",
+            "snapshot_digest": "sha256:" + "3" * 64,
+            "metadata": {},
+        },
+    )
+    return log
+
+
 @vector("session.updated changes the title and replaces metadata; absent fields stay")
 def session_updated() -> Log:
     log = Log()
@@ -205,6 +224,126 @@ def hitl_resolved() -> Log:
     return log
 
 
+@vector("HITL: the approval is rejected; the tool call ends rejected and the turn goes on")
+def hitl_rejected() -> Log:
+    log = Log()
+    log.session()
+    log.turn(T1)
+    log.start(T1)
+    _approval(log)
+    log.add(
+        "input_request.resolved",
+        {
+            "request_id": "req_01",
+            "outcome": "selected",
+            "option_id": "reject",
+            "answered_by": {"client_id": "cli_phone", "principal_id": "prn_owner"},
+        },
+        turn=T1,
+        client="cli_phone",
+        intent="int_answer",
+    )
+    log.state(T1, "running")
+    log.add(
+        "tool_call.updated",
+        {
+            "tool_call_id": "call_shell",
+            "status": "rejected",
+            "error": {"code": "rejected", "message": "The user rejected this tool call."},
+        },
+        turn=T1,
+        run=R,
+    )
+    log.end(T1)
+    return log
+
+
+@vector("a model request is retried after a 429; the next turn.state clears the retry")
+def model_retry() -> Log:
+    log = Log()
+    log.session()
+    log.turn(T1)
+    log.start(T1)
+    log.add(
+        "turn.state",
+        {
+            "state": "running",
+            "model_retry": {
+                "attempt": 1,
+                "retry_at": "2026-11-29T08:00:09.000Z",
+                "error": {"code": "model_rate_limited", "message": "429 Too Many Requests"},
+            },
+        },
+        turn=T1,
+    )
+    log.add("turn.state", {"state": "running", "model_retry": None}, turn=T1)
+    log.end(T1)
+    return log
+
+
+@vector("a turn that ends while the model retry is pending clears it")
+def model_retry_then_end() -> Log:
+    log = Log()
+    log.session()
+    log.turn(T1)
+    log.start(T1)
+    log.add(
+        "turn.state",
+        {
+            "state": "running",
+            "model_retry": {
+                "attempt": 3,
+                "retry_at": "2026-11-29T08:00:09.000Z",
+                "error": {"code": "model_unavailable", "message": "503 Service Unavailable"},
+            },
+        },
+        turn=T1,
+    )
+    log.end(T1, "failed", {"code": "model_unavailable", "message": "503 Service Unavailable"})
+    return log
+
+
+@vector("workspace commits, then a resumed attempt restores the last one and names what was lost")
+def workspace_restored() -> Log:
+    log = Log()
+    log.session()
+    log.turn(T1)
+    log.start(T1)
+    committed = {"execution_id": "exe_01", "files": 2, "bytes": 120}
+    log.add("workspace.committed", {**committed, "manifest": "a" * 64}, turn=T1)
+    log.add("workspace.committed", {**committed, "manifest": "b" * 64, "files": 3}, turn=T1)
+    log.attempt(T1, 2, resumed=True)
+    log.add(
+        "workspace.restored",
+        {
+            "execution_id": "exe_01",
+            "attempt": 2,
+            "manifest": "b" * 64,
+            "files": 3,
+            "bytes": 120,
+            "lost_paths": ["draft.md"],
+            "lost_tool_call_ids": ["call_shell"],
+        },
+        turn=T1,
+    )
+    log.end(T1)
+    return log
+
+
+@vector("the first attempt of a session's first turn restores nothing: no manifest yet")
+def workspace_restored_empty() -> Log:
+    log = Log()
+    log.session()
+    log.turn(T1)
+    log.attempt(T1, 2, resumed=True)
+    log.add(
+        "workspace.restored",
+        {"execution_id": "exe_01", "attempt": 2, "manifest": None, "files": 0, "bytes": 0},
+        turn=T1,
+    )
+    return log
+
+
 @vector("HITL: a request cancelled explicitly, then the turn is cancelled")
 def hitl_cancelled() -> Log:
     log = Log()
@@ -227,6 +366,59 @@ def hitl_cancelled() -> Log:
         "tool_call.updated", {"tool_call_id": "call_shell", "status": "cancelled"}, turn=T1, run=R
     )
     log.end(T1, "cancelled")
+    return log
+
+
+@vector("grant revoked while parked: the open request closes, the turn ends revoked, and says why")
+def revoked_while_parked() -> Log:
+    # What the Host appends when an answer meets a grant that no longer holds.
+    log = Log()
+    log.session()
+    log.turn(T1)
+    log.start(T1)
+    _approval(log)
+    log.add("input_request.resolved", {"request_id": "req_01", "outcome": "cancelled"}, turn=T1)
+    log.end(
+        T1,
+        "revoked",
+        {"code": "grant_revoked", "message": "the execution's grant is revoked: token_revoked"},
+    )
+    return log
+
+
+@vector("grant revoked while a tool runs: the call is cancelled, the turn ends revoked")
+def revoked_while_running() -> Log:
+    # What the Supervisor appends when a heartbeat finds the grant gone mid-call.
+    log = Log()
+    log.session()
+    log.turn(T1)
+    log.start(T1)
+    log.add(
+        "tool_call.started",
+        {
+            "tool_call_id": "call_shell",
+            "name": "shell",
+            "title": "Run command",
+            "kind": "execute",
+            "input": {"command": "sleep 60"},
+        },
+        turn=T1,
+        run=R,
+    )
+    log.add(
+        "tool_call.updated", {"tool_call_id": "call_shell", "status": "in_progress"}, turn=T1, run=R
+    )
+    log.add(
+        "tool_call.updated", {"tool_call_id": "call_shell", "status": "cancelled"}, turn=T1, run=R
+    )
+    log.end(
+        T1,
+        "revoked",
+        {
+            "code": "grant_revoked",
+            "message": "the execution's grant is revoked: principal_disabled",
+        },
+    )
     return log
 
 
@@ -511,7 +703,40 @@ def artifact_published() -> Log:
     return log
 
 
-@vector("file changes appear in the timeline, keyed by the reporting action's id")
+@vector("an artifact whose upload failed in a completed turn, retried: failed, pending, published")
+def artifact_failed_then_retried() -> Log:
+    log = Log()
+    log.session()
+    log.turn(T1)
+    log.start(T1)
+    log.tool(T1, R, "call_pub", name="publish_artifact", kind="other")
+    log.add(
+        "artifact.published",
+        {
+            "artifact_id": "art_01",
+            "name": "report.md",
+            "media_type": "text/markdown",
+            "size": 12,
+            "sha256": "a" * 64,
+            "tool_call_id": "call_pub",
+            "state": "failed",
+            "error": {"code": "blobs_unavailable", "message": "the blob store does not answer"},
+        },
+        turn=T1,
+        run=R,
+    )
+    log.tool_done(T1, R, "call_pub")
+    log.end(T1)
+    log.add("artifact.updated", {"artifact_id": "art_01", "state": "pending"}, turn=T1)
+    log.add("artifact.updated", {"artifact_id": "art_01", "state": "published"}, turn=T1)
+    log.add("artifact.updated", {"artifact_id": "art_99", "state": "published"})
+    return log
+
+
+@vector(
+    "file changes appear in the timeline, keyed by the reporting action's id; a text change "
+    "with its diff inline or by reference, a binary one with size and sha256"
+)
 def file_changed() -> Log:
     log = Log()
     log.session()
@@ -531,6 +756,45 @@ def file_changed() -> Log:
             "change": "deleted",
             "tool_call_id": "call_w",
             "diff_ref": "blob:sha256:" + "cd" * 32,
+        },
+        turn=T1,
+        run=R,
+    )
+    log.add(
+        "file.changed",
+        {
+            "path": "notes.md",
+            "change": "modified",
+            "tool_call_id": "call_w",
+            "diff": "--- a/notes.md\n+++ b/notes.md\n@@ -1 +1 @@\n-one\n+two\n",
+            "size": 4,
+            "sha256": "ab" * 32,
+        },
+        turn=T1,
+        run=R,
+    )
+    log.add(
+        "file.changed",
+        {
+            "path": "big.txt",
+            "change": "created",
+            "tool_call_id": "call_w",
+            "diff_ref": "sha256:" + "ef" * 32,
+            "size": 90000,
+            "sha256": "01" * 32,
+        },
+        turn=T1,
+        run=R,
+    )
+    log.add(
+        "file.changed",
+        {
+            "path": "logo.png",
+            "change": "modified",
+            "tool_call_id": "call_w",
+            "size": 2048,
+            "sha256": "02" * 32,
+            "binary": True,
         },
         turn=T1,
         run=R,
@@ -575,6 +839,38 @@ def delivery_updated() -> Log:
             "attempts": 2,
         },
     )
+    return log
+
+
+@vector("a chat delivery goes pending, retrying with backoff, then sent; history keeps each try")
+def delivery_retried() -> Log:
+    log = Log()
+    log.session()
+    base = {"delivery_id": "dlv_card", "channel": "matrix", "target": "!room:hs", "kind": "edit"}
+    log.add("delivery.updated", {**base, "status": "pending"})
+    log.add(
+        "delivery.updated",
+        {
+            **base,
+            "status": "retrying",
+            "attempts": 1,
+            "next_attempt_at": "2026-11-29T08:00:02.000Z",
+            "error": {"code": "unreachable", "message": "connection refused"},
+        },
+    )
+    log.add(
+        "delivery.updated",
+        {
+            **base,
+            "status": "retrying",
+            "attempts": 2,
+            "next_attempt_at": "2026-11-29T08:00:06.000Z",
+            "error": {"code": "http_502", "message": "bad gateway"},
+        },
+    )
+    log.add("delivery.updated", {**base, "status": "sent", "attempts": 3, "event_id": "$ev1"})
+    # A late report without the event id keeps the one known.
+    log.add("delivery.updated", {**base, "status": "sent", "attempts": 3})
     return log
 
 

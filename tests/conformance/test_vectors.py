@@ -15,7 +15,7 @@ import pytest
 from opennua.protocol.actions import ACTION_TYPES, action_from_json
 from opennua.protocol.reducer import SequenceGap, reduce, replay
 from opennua.protocol.state import (
-    Session,
+    SessionState,
     canonical_json,
     initial_state,
     state_from_json,
@@ -35,7 +35,9 @@ def _expected(vector: dict[str, Any]) -> str:
     return canonical_json(vector["expected_state"])
 
 
-def _run(raw_actions: list[str], state: Session, start: int, vector: dict[str, Any]) -> Session:
+def _run(
+    raw_actions: list[str], state: SessionState, start: int, vector: dict[str, Any]
+) -> SessionState:
     """Apply raw JSON actions from index `start`, checking a declared gap where it occurs."""
     error = vector.get("expected_error")
     for index in range(start, len(raw_actions)):

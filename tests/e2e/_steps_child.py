@@ -23,15 +23,13 @@ from opennua.runtime import (
     Limits,
     Outcome,
     RunEnv,
-    ScriptedModel,
-    ScriptStep,
     ToolContext,
-    call,
     default_agent,
     tool,
 )
+from opennua.runtime.testing import ScriptedModel, ScriptStep, call
 from opennua.store import Execution, NotFound, open_store
-from opennua.supervisor._journal import StoreJournal
+from opennua.supervisor import StoreJournal
 
 CALLS = 240
 BATCH = 40

@@ -97,7 +97,7 @@ def test_a_paused_owner_is_fenced_and_the_other_supervisor_finishes(
         assert all(
             c["status"] in {"completed", "failed", "cancelled"} for c in turn["tool_calls"].values()
         )
-        checks = tmp_path / "workspaces" / execution_id / "checks.log"
+        checks = tmp_path / "workspaces" / sid / "checks.log"  # the session's workspace
         assert checks.read_text().count("lines") == 1, "the approved shell command ran twice"
     finally:
         for server in (second, first, host):

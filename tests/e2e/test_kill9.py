@@ -96,19 +96,33 @@ def test_metrics_count_appends_and_claims_of_a_real_server(tmp_path: Path) -> No
                 json={"client_id": "cli_t", "content": [{"type": "text", "text": "go"}]},
             )
             wait_for(lambda: _state(client, sid)["state"]["open_input_requests"])
-            seq = _state(client, sid)["seq"]
-            text = client.get("/metrics").text
-        values = {
-            line.split(" ")[0]: float(line.split(" ")[1])
-            for line in text.splitlines()
-            if line and not line.startswith("#")
-        }
+            # The supervisor may still append after the input request opens (the
+            # execution parks); compare only a reading taken while the log stood still.
+            readings: list[tuple[int, dict[str, float], int]] = []
+
+            def quiet_reading() -> bool:
+                before = _state(client, sid)["seq"]
+                values = _metric_values(client.get("/metrics").text)
+                after = _state(client, sid)["seq"]
+                readings.append((before, values, after))
+                return before == after
+
+            wait_for(quiet_reading)
+        seq, values, _ = readings[-1]
         assert values["nua_claims_total"] >= 1
         # Every action of the log was appended by this process: the host's and the
         # supervisor's alike.
         assert values["nua_actions_appended_total"] == seq
     finally:
         server.stop()
+
+
+def _metric_values(text: str) -> dict[str, float]:
+    return {
+        line.split(" ")[0]: float(line.split(" ")[1])
+        for line in text.splitlines()
+        if line and not line.startswith("#")
+    }
 
 
 def test_a_real_server_answers_errors_as_problem_json(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""The long test (DESIGN.md §10), with real processes on SQLite and on PostgreSQL.
+"""The long test (docs/architecture.md §10), with real processes on SQLite and on PostgreSQL.
 
 `nua serve` on a fresh data directory → `nua run --detach` of the demo task → that CLI
 has exited → a Python client observes the task continuing → `kill -9` of the server
@@ -12,6 +12,9 @@ the order of first appearance in the log; plan, sub-agent with nested items, art
 (downloaded with `nua artifact get`, sha256 checked), whole-turn usage (= the sum of
 `usage.recorded`, the sub-agent's included) and the trace chain are present; every tool
 call has exactly one terminal status; no tool side effect happened twice.
+
+Each runs twice: the approval allowed, and rejected (issue 12: the call ends `rejected`,
+its side effect, `checks.log`, never happens, and the turn still completes).
 """
 
 from __future__ import annotations
@@ -29,12 +32,12 @@ from typing import Any
 import pytest
 
 from opennua.client import ActionEvent, connect
-from opennua.protocol import Session, action_from_json, replay, state_to_json
+from opennua.protocol import SessionState, action_from_json, replay, state_to_json
 from tests.e2e._proc import Server, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(150)]
 
-TERMINAL = {"completed", "failed", "cancelled"}
+TERMINAL = {"completed", "failed", "cancelled", "rejected"}
 USAGE_FIELDS = (
     "input_tokens",
     "output_tokens",
@@ -78,7 +81,7 @@ def _state(server: Server, sid: str) -> dict[str, Any]:
         return body
 
 
-async def _observe_until_approval(server: Server, sid: str, exited_at: int) -> Session:
+async def _observe_until_approval(server: Server, sid: str, exited_at: int) -> SessionState:
     """A Python client attaches after the CLI left and watches the task reach the approval."""
     async with connect(server.url, server.token, client_id="cli_observer") as client:
         session = client.session(sid)
@@ -136,17 +139,18 @@ def _expected_timelines(actions: list[dict[str, Any]]) -> dict[str, list[dict[st
     return timelines
 
 
-def test_the_long_test(tmp_path: Path, db: str | None) -> None:
+@pytest.mark.parametrize("answer", ["allow_once", "reject_once"])
+def test_the_long_test(tmp_path: Path, db: str | None, answer: str) -> None:
     data = tmp_path / "nua"
     data.mkdir()
     server = Server(data, db=db, step_delay="0.4").start()
     try:
-        _run_the_long_test(server, data)
+        _run_the_long_test(server, data, answer)
     finally:
         server.stop()
 
 
-def _run_the_long_test(server: Server, data: Path) -> None:
+def _run_the_long_test(server: Server, data: Path, answer: str) -> None:
     # 1. `nua run --detach`: accepted, ids printed, and that CLI process has exited.
     run = _nua(data, "run", "Write a short report", "--detach", "--json")
     assert run.returncode == 0, run.stderr
@@ -190,7 +194,7 @@ def _run_the_long_test(server: Server, data: Path) -> None:
                 sid,
                 request_id,
                 "--option",
-                "allow_once",
+                answer,
             ],
             env=_env(data, who),
             stdout=subprocess.PIPE,
@@ -310,11 +314,20 @@ def _run_the_long_test(server: Server, data: Path) -> None:
         if a["type"] == "tool_call.updated" and a["data"]["status"] in TERMINAL
     )
     assert terminal == Counter(started), "each call ends exactly once"
-    assert all(c["status"] == "completed" for c in turn["tool_calls"].values())
+    decided = "completed" if answer == "allow_once" else "rejected"
+    statuses = {c["name"]: c["status"] for c in turn["tool_calls"].values()}
+    assert statuses.pop("shell") == decided
+    assert set(statuses.values()) == {"completed"}
+    shown_human = _nua(data, "show", sid).stdout
+    assert ("⊗ Run command" in shown_human) == (answer == "reject_once"), shown_human
 
-    # 14. No side effect happened twice: the approved command appends one line per run.
-    workspace = data / "workspaces" / execution_id
-    assert (workspace / "checks.log").read_text().splitlines() == ["5 lines"]
+    # 14. No side effect happened twice: the approved command appends one line per run;
+    # a rejected one never ran at all.
+    workspace = data / "workspaces" / sid  # the session's, shared by its turns
+    if answer == "allow_once":
+        assert (workspace / "checks.log").read_text().splitlines() == ["5 lines"]
+    else:
+        assert not list(data.rglob("checks.log"))
     assert (workspace / "notes.md").read_text().startswith("# Notes")
     changes = [a["data"]["path"] for a in actions if a["type"] == "file.changed"]
     assert changes == ["notes.md"]

@@ -1,9 +1,11 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
-from opennua.host.hub import Frame, Hub
+from opennua.host import Frame, Hub
+from opennua.store import SessionRecord
 
 
 class FakeLog:
@@ -20,9 +22,15 @@ class FakeLog:
             log.append({"seq": len(log) + 1, "type": "message.delta", "data": "x" * size})
         self.wakeups.put_nowait((session_id, len(log)))
 
-    async def read(self, session_id: str, after: int, limit: int) -> list[dict[str, Any]]:
+    async def read(
+        self, session_id: str, after: int = 0, limit: int = 1000
+    ) -> list[dict[str, Any]]:
         self.reads += 1
         return self.actions.get(session_id, [])[after : after + limit]
+
+    async def get_session(self, session_id: str) -> SessionRecord:
+        head = len(self.actions.get(session_id, []))
+        return SessionRecord(session_id=session_id, created_at=0.0, last_seq=head)
 
     async def stream(self):  # type: ignore[no-untyped-def]
         while True:
@@ -41,7 +49,7 @@ async def _take(iterator: Any, count: int) -> list[Frame]:
 async def test_catch_up_then_live_in_order_without_gaps() -> None:
     log = FakeLog()
     log.append("s", 1200)
-    hub = Hub(log.read, ring_size=100)
+    hub = Hub(log, ring_size=100)
     follower = asyncio.create_task(hub.follow(log.stream()))
     async with hub.subscribe("s", after=5) as subscription:
         log.append("s", 30)
@@ -53,7 +61,7 @@ async def test_catch_up_then_live_in_order_without_gaps() -> None:
 
 async def test_late_subscriber_reads_history_from_the_store_and_recent_from_the_ring() -> None:
     log = FakeLog()
-    hub = Hub(log.read, ring_size=50)
+    hub = Hub(log, ring_size=50)
     log.append("s", 10)
     async with hub.subscribe("s", after=0) as first:
         assert [f.seq for f in await _take(first, 10)] == list(range(1, 11))
@@ -66,7 +74,7 @@ async def test_late_subscriber_reads_history_from_the_store_and_recent_from_the_
 
 async def test_a_stalled_subscriber_is_dropped_with_one_resync_and_bounded_memory() -> None:
     log = FakeLog()
-    hub = Hub(log.read, max_actions=100, max_bytes=1 << 20)
+    hub = Hub(log, max_actions=100, max_bytes=1 << 20)
     async with hub.subscribe("s", after=0) as stalled, hub.subscribe("s", after=0) as live:
         log.append("s", 500)
         await hub.notify("s")
@@ -82,7 +90,7 @@ async def test_a_stalled_subscriber_is_dropped_with_one_resync_and_bounded_memor
 
 async def test_byte_bound_triggers_resync_too() -> None:
     log = FakeLog()
-    hub = Hub(log.read, max_actions=1000, max_bytes=10_000)
+    hub = Hub(log, max_actions=1000, max_bytes=10_000)
     async with hub.subscribe("s", after=0) as subscription:
         log.append("s", 20, size=1000)
         await hub.notify("s")
@@ -93,9 +101,20 @@ async def test_byte_bound_triggers_resync_too() -> None:
 
 async def test_publishing_never_waits_for_a_subscriber() -> None:
     log = FakeLog()
-    hub = Hub(log.read, max_actions=10)
+    hub = Hub(log, max_actions=10)
     async with hub.subscribe("s", after=0):
         for _ in range(100):
             log.append("s", 5)
             await asyncio.wait_for(hub.notify("s"), 0.5)
     assert hub.subscriber_count == 0
+
+
+async def test_a_stored_lone_surrogate_is_sent_escaped_not_raw() -> None:
+    log = FakeLog()
+    log.actions["s"] = [{"seq": 1, "type": "message.delta", "data": "bad \udc80 text"}]
+    hub = Hub(log)
+    async with hub.subscribe("s", after=0) as subscription:
+        (frame,) = await asyncio.wait_for(_take(subscription, 1), 1)
+    frame.json.encode("utf-8")  # every transport encodes it as UTF-8
+    assert "\\udc80" in frame.json
+    assert json.loads(frame.json)["data"] == "bad \udc80 text"

@@ -5,11 +5,10 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
+import { canonicalJson, compareCodePoints } from "../../src/opennua/web/canonical.js";
+import { InvalidAction } from "../../src/opennua/web/payloads.js";
 import {
-  InvalidAction,
   SequenceGap,
-  canonicalJson,
-  compareCodePoints,
   copyState,
   initialState,
   reduce,

@@ -12,7 +12,15 @@ import { LiveFeed, STATUS } from "../../src/opennua/web/live.js";
 import { Overlay } from "../../src/opennua/web/overlay.js";
 import { replay, stateToJson } from "../../src/opennua/web/reducer.js";
 import { SessionStore } from "../../src/opennua/web/store.js";
-import { attemptLabel, who } from "../../src/opennua/web/views/format.js";
+import {
+  attemptLabel,
+  countdown,
+  inputFields,
+  modelRetryText,
+  visible,
+  waitingForModel,
+  who,
+} from "../../src/opennua/web/views/format.js";
 // Loaded for their syntax and imports: the views need a DOM only when called.
 import "../../src/opennua/web/views/list.js";
 import "../../src/opennua/web/views/session.js";
@@ -357,5 +365,67 @@ describe("format", () => {
     const by = { client_id: "cli_a", principal_id: "prn_owner" };
     assert.equal(who(by, "cli_b"), "cli_a (prn_owner)");
     assert.equal(who(by, "cli_a"), "cli_a (prn_owner) — you");
+  });
+});
+
+// -- what a person decides on, and what a turn waits for -------------------------------------
+
+describe("approval and activity", () => {
+  const shared = JSON.parse(readFileSync(new URL("./visible_text.json", import.meta.url)));
+
+  test("visible() follows the CLI's rules on the shared cases", () => {
+    for (const entry of shared.cases) assert.equal(visible(entry.input), entry.visible, entry.name);
+  });
+
+  test("the hidden command of issue 12 is shown whole, its spaces counted", () => {
+    const command = `wc -l notes.md${" ".repeat(220)}; cat ../../token > stolen.txt`;
+    const [field] = inputFields({ command });
+    assert.deepEqual(field, {
+      name: "command",
+      value: `wc -l notes.md${"·".repeat(220)}; cat ../../token > stolen.txt`,
+    });
+    const many = inputFields({ path: "a b", content: "x\ny", flags: [1, "a  b"] });
+    assert.deepEqual(
+      many.map((f) => [f.name, f.value]),
+      [
+        ["path", "a b"],
+        ["content", "x⏎\ny"],
+        ["flags", '[1,"a··b"]'],
+      ],
+    );
+    assert.deepEqual(inputFields(null), [{ name: "input", value: "null" }]);
+  });
+
+  test("a model retry: its attempt, time and error; a countdown to it", () => {
+    const retrying = replay(vector("model_retry").actions.slice(0, 5));
+    const retry = retrying.turns[0].model_retry;
+    const at = new Date(retry.retry_at).toLocaleTimeString("en-GB");
+    const text = modelRetryText(retry);
+    assert.equal(text.head, `Retrying the model (attempt 1) at ${at}`);
+    assert.equal(text.error, `model_rate_limited: ${retry.error.message}`);
+    const due = Date.parse(retry.retry_at);
+    assert.equal(countdown(retry.retry_at, due - 3200), ", in 4 s");
+    assert.equal(countdown(retry.retry_at, due + 10), ", now");
+    assert.equal(waitingForModel(retrying.turns[0]), null, "a retry says more than waiting");
+    const cleared = replay(vector("model_retry").actions.slice(0, 6));
+    assert.equal(cleared.turns[0].model_retry, null);
+  });
+
+  test("waiting for the model is projected from the state", () => {
+    const base = vector("turn_simple").actions;
+    const upTo = (type) => base.slice(0, base.findIndex((a) => a.type === type) + 1);
+    // Running, nothing after the user's message yet.
+    const started = replay(upTo("turn.started"));
+    const running = replay(upTo("turn.state"));
+    assert.equal(running.turns[0].state, "running");
+    assert.equal(waitingForModel(running.turns[0]), "");
+    assert.equal(waitingForModel(started.turns[0]), null, "queued: not asked yet");
+    // The model's message opened with no text yet, then text arriving.
+    const opened = replay(upTo("message.started"));
+    assert.equal(waitingForModel(opened.turns[0]), "");
+    const streaming = replay(upTo("message.delta"));
+    assert.equal(waitingForModel(streaming.turns[0]), null);
+    const ended = replay(base);
+    assert.equal(waitingForModel(ended.turns[0]), null);
   });
 });

@@ -8,10 +8,10 @@ import { join } from "node:path";
 import { describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
 
+import { canonicalJson } from "../../src/opennua/web/canonical.js";
 import {
   ACTION_TYPES,
   SequenceGap,
-  canonicalJson,
   initialState,
   reduce,
   replay,

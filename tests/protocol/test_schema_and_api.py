@@ -6,7 +6,6 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-import opennua.protocol
 from opennua.cli import app
 from opennua.cli._schema import render_schema
 from opennua.protocol.schema import SCHEMA_NAMES
@@ -32,39 +31,3 @@ def test_nua_schema_rejects_an_unknown_name_with_exit_2() -> None:
     result = CliRunner().invoke(app, ["schema", "bogus"])
     assert result.exit_code == 2
     assert "unknown schema" in result.output
-
-
-def test_public_api_is_pinned() -> None:
-    assert sorted(opennua.protocol.__all__) == [
-        "ACTION_TYPES",
-        "Accepted",
-        "Action",
-        "AnswerInput",
-        "Cancel",
-        "Conflict",
-        "Intent",
-        "IntentResult",
-        "InvalidAction",
-        "Rejected",
-        "RetryTurn",
-        "SendMessage",
-        "SequenceGap",
-        "Session",
-        "UnknownAction",
-        "UpdateSession",
-        "action_from_dict",
-        "action_from_json",
-        "action_id",
-        "action_to_dict",
-        "action_to_json",
-        "copy_state",
-        "initial_state",
-        "json_schemas",
-        "new_id",
-        "reduce",
-        "replay",
-        "state_from_json",
-        "state_to_json",
-    ]
-    for name in opennua.protocol.__all__:
-        assert hasattr(opennua.protocol, name)

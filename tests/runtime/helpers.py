@@ -14,16 +14,15 @@ from opennua.runtime import (
     AgentLoop,
     Answer,
     DerivedIds,
-    InMemoryJournal,
     Limits,
     Outcome,
     RunEnv,
     RuntimeEvent,
-    SimulatedCrash,
     Suspended,
     Tool,
 )
 from opennua.runtime._tools import MemoryArtifacts
+from opennua.runtime.testing import InMemoryJournal, SimulatedCrash
 
 EXECUTION = "exe_01JD0000000000000000000000"
 ROOT_RUN = "run_01JD0000000000000000000000"
@@ -39,15 +38,19 @@ class FakeClock:
         return self.t
 
 
-def make_env(workspace: Path, artifacts: MemoryArtifacts | None = None) -> RunEnv:
+def make_env(workspace: Path, artifacts: MemoryArtifacts | None = None, **fields: Any) -> RunEnv:
+    """A deterministic environment; `fields` override RunEnv's (sandbox, sleep, …)."""
     return RunEnv(
-        execution_id=EXECUTION,
-        root_run_id=ROOT_RUN,
-        workspace=workspace,
-        ids=DerivedIds(EXECUTION, ms=MS),
-        artifacts=artifacts or MemoryArtifacts(),
-        clock=FakeClock(),
-        shell_env={"PATH": "/usr/bin:/bin"},
+        **{
+            "execution_id": EXECUTION,
+            "root_run_id": ROOT_RUN,
+            "workspace": workspace,
+            "ids": DerivedIds(EXECUTION, ms=MS),
+            "artifacts": artifacts or MemoryArtifacts(),
+            "clock": FakeClock(),
+            "shell_env": {"PATH": "/usr/bin:/bin"},
+            **fields,
+        }
     )
 
 
@@ -59,11 +62,34 @@ def make_loop(
     *,
     limits: Limits | None = None,
     artifacts: MemoryArtifacts | None = None,
+    env: dict[str, Any] | None = None,
     **kw: Any,
 ) -> AgentLoop:
     return AgentLoop(
-        agent, journal, make_env(workspace, artifacts), model=model, limits=limits, **kw
+        agent,
+        journal,
+        make_env(workspace, artifacts, **(env or {})),
+        model=model,
+        limits=limits,
+        **kw,
     )
+
+
+def processes_running(marker: str) -> list[int]:
+    """Host PIDs of processes whose command line contains `marker` (e.g. `sleep 31.337`):
+    how a test sees a process tree outlive what should have killed it, sandboxed or not."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if marker.encode() in cmdline and state != "Z":
+            found.append(int(entry.name))
+    return found
 
 
 def event_json(event: RuntimeEvent) -> dict[str, Any]:

@@ -1,25 +1,44 @@
-"""Checkpoint format 2: compact tool returns, run indexes, compressed full checkpoints."""
+"""Checkpoint format 3: typed ops with one decoder, compact tool returns, run indexes,
+compressed full checkpoints; format 2 still read."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
-from pydantic_ai.messages import RetryInfo, ToolReturnPart
+from pydantic_ai.messages import ModelResponse, RetryInfo, ToolCallPart, ToolReturnPart
+from pydantic_ai.usage import RequestUsage
 
-from opennua.runtime._state import (
-    ExecState,
-    apply,
+from opennua.runtime import IncompatibleCheckpoint
+from opennua.runtime._checkpoint import (
+    FORMAT_VERSION,
     decode,
+    decode_op,
     decode_part,
     encode_full,
+    encode_op,
     encode_part,
     encode_step,
 )
-from opennua.runtime.errors import IncompatibleCheckpoint
+from opennua.runtime._ops import (
+    AnswerOp,
+    ChildOp,
+    EndOp,
+    FlushOp,
+    IssueOp,
+    Op,
+    PlanOp,
+    ResponseOp,
+    ResultOp,
+    RunOp,
+    StartOp,
+    WaitOp,
+)
+from opennua.runtime._state import ExecState, apply
 
 DIGEST = "sha256:" + "0" * 64
 ROOT = "run_01JD0000000000000000000000"
+CHILD = "run_01JD0000000000000000000001"
 
 
 def _parts() -> list[ToolReturnPart]:
@@ -31,7 +50,7 @@ def _parts() -> list[ToolReturnPart]:
             content="bad args",
             tool_call_id="sc3",
             outcome="retried",
-            retry=RetryInfo("validation_error", attempt=1, max_retries=3),  # type: ignore[arg-type]
+            retry=RetryInfo("validation_error", attempt=1, max_retries=3),
         ),
         ToolReturnPart(tool_name="emit", content={"a": 1}, tool_call_id="sc4"),
     ]
@@ -45,14 +64,44 @@ def test_tool_returns_round_trip_compact_or_wire() -> None:
     assert isinstance(plain, list) and len(json.dumps(plain)) < 300 + 60
 
 
-def _ops() -> list[dict[str, object]]:
-    child = "run_01JD0000000000000000000001"
+def _response() -> ModelResponse:
+    return ModelResponse(
+        parts=[
+            ToolCallPart("task", '{"name": "w", "task": "sub"}', tool_call_id="sc0"),
+            ToolCallPart("emit", {"i": 1}, tool_call_id="sc1"),
+        ],
+        usage=RequestUsage(input_tokens=10, output_tokens=3, cache_read_tokens=4),
+        model_name="m",
+    )
+
+
+def _ops() -> list[Op]:
+    """One of each kind, in an order a loop could have applied them."""
     return [
-        {"op": "run", "run": ROOT, "prompt": "go", "instructions": "be brief"},
-        {"op": "run", "run": child, "parent": ROOT, "parent_call": "call_1", "prompt": "sub"},
-        {"op": "child", "run": ROOT, "child": child},
-        {"op": "plan", "run": child, "entries": [{"content": "x"}]},
+        RunOp(run=ROOT, prompt="go", instructions="be brief"),
+        IssueOp(run=ROOT, n=1),
+        ResponseOp(run=ROOT, message=_response(), calls=("call_1", "call_2")),
+        RunOp(run=CHILD, parent=ROOT, parent_call="call_1", name="w", task="sub", prompt="sub"),
+        ChildOp(run=ROOT, child=CHILD),
+        PlanOp(run=CHILD, entries=({"id": "1", "content": "x", "status": "pending"},)),
+        EndOp(run=CHILD, status="completed", output="done"),
+        ResultOp(run=ROOT, part=_parts()[0]),
+        StartOp(run=ROOT),
+        WaitOp(run=ROOT, request_id="req_1", reason="tool_call", call_id="call_2"),
+        AnswerOp(run=ROOT, reason="tool_call", option_id="allow_once"),
+        ResultOp(run=ROOT, part=_parts()[2], retries=1),
+        FlushOp(run=ROOT),
     ]
+
+
+def test_every_op_round_trips_through_the_one_decoder() -> None:
+    ops = _ops()
+    assert {type(op) for op in ops} == set(Op.__args__)  # type: ignore[attr-defined]
+    index, run_ids = {ROOT: 0, CHILD: 1}, [ROOT, CHILD]
+    for op in ops:
+        wire = json.loads(json.dumps(encode_op(op, index)))
+        assert wire["op"] == op.op
+        assert decode_op(wire, run_ids) == op
 
 
 def test_steps_name_runs_by_index_and_replay_to_the_same_state() -> None:
@@ -62,19 +111,74 @@ def test_steps_name_runs_by_index_and_replay_to_the_same_state() -> None:
         apply(live, op)
     payload = encode_step(live, ops, digest=DIGEST)
     doc = json.loads(payload)
-    assert doc["v"] == 2 and [op["run"] for op in doc["ops"][2:]] == [0, 1]
+    assert doc["v"] == FORMAT_VERSION == 3
+    assert [op["run"] for op in doc["ops"] if op["op"] != "run"][:3] == [0, 0, 0]
+    assert doc["ops"][4]["run"] == 0 and doc["ops"][5]["run"] == 1
+    # A response stores its calls' ids only: names, arguments and usage are in the message.
+    assert doc["ops"][2]["calls"] == ["call_1", "call_2"] and "usage" not in doc["ops"][2]
     rebuilt = decode(None, [(1, payload)], snapshot_digest=DIGEST, root_run_id=ROOT)
     assert rebuilt.runs.keys() == live.runs.keys()
-    assert rebuilt.runs[ROOT].child == live.runs[ROOT].child
-    assert rebuilt.runs["run_01JD0000000000000000000001"].plan == [{"content": "x"}]
+    for run_id in live.runs:
+        got, want = rebuilt.runs[run_id], live.runs[run_id]
+        assert (got.child, got.plan, got.status, got.output) == (
+            want.child,
+            want.plan,
+            want.status,
+            want.output,
+        )
+        assert (got.usage, got.step, got.retries, got.calls) == (
+            want.usage,
+            want.step,
+            want.retries,
+            want.calls,
+        )
+    assert rebuilt.runs[ROOT].usage["cache_read_input_tokens"] == 4
+    assert [c.name for c in rebuilt.runs[ROOT].calls] == []  # flushed
+    assert rebuilt.model_calls == 1
 
     full = encode_full(live)
     assert full[:1] != b"{"  # compressed
     again = decode(full, [], snapshot_digest=DIGEST, root_run_id=ROOT)
     assert again.runs[ROOT].messages == live.runs[ROOT].messages
+    assert again.runs[CHILD].plan == live.runs[CHILD].plan
 
 
-def test_format_1_is_refused() -> None:
+def test_a_full_checkpoint_keeps_a_waiting_run_and_its_answer() -> None:
+    live = ExecState(root_run_id=ROOT, snapshot_digest=DIGEST)
+    for op in _ops()[:10]:  # up to the wait
+        apply(live, op)
+    waiting = decode(encode_full(live), [], snapshot_digest=DIGEST, root_run_id=ROOT)
+    assert waiting.runs[ROOT].waiting == live.runs[ROOT].waiting
+    assert waiting.runs[ROOT].started and waiting.runs[ROOT].calls == live.runs[ROOT].calls
+    apply(live, _ops()[10])
+    answered = decode(encode_full(live), [], snapshot_digest=DIGEST, root_run_id=ROOT)
+    assert answered.runs[ROOT].answer == AnswerOp(
+        run=ROOT, reason="tool_call", option_id="allow_once"
+    )
+
+
+def test_format_2_response_ops_are_read() -> None:
+    live = ExecState(root_run_id=ROOT, snapshot_digest=DIGEST)
+    ops = _ops()[:3]
+    wire = [encode_op(op, {ROOT: 0}) for op in ops]
+    # Format 2 spelled each call out and repeated the usage beside the message.
+    wire[2]["calls"] = [
+        {"call_id": "call_1", "provider_id": "sc0", "name": "task", "args": "{}"},
+        {"call_id": "call_2", "provider_id": "sc1", "name": "emit", "args": {"i": 1}},
+    ]
+    wire[2]["usage"] = {"input_tokens": 10}
+    old = json.dumps({"v": 2, "digest": DIGEST, "ops": wire}).encode()
+    for op in ops:
+        apply(live, op)
+    state = decode(None, [(1, old)], snapshot_digest=DIGEST, root_run_id=ROOT)
+    assert state.runs[ROOT].calls == live.runs[ROOT].calls
+    assert state.runs[ROOT].usage == live.runs[ROOT].usage
+
+
+def test_format_1_and_unknown_ops_are_refused() -> None:
     old = json.dumps({"v": 1, "digest": DIGEST, "ops": []}).encode()
     with pytest.raises(IncompatibleCheckpoint, match="format 1"):
         decode(None, [(1, old)], snapshot_digest=DIGEST, root_run_id=ROOT)
+    odd = json.dumps({"v": 3, "digest": DIGEST, "ops": [{"op": "teleport", "run": 0}]}).encode()
+    with pytest.raises(IncompatibleCheckpoint, match="teleport"):
+        decode(None, [(1, odd)], snapshot_digest=DIGEST, root_run_id=ROOT)

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from opennua.runtime import Completed, InMemoryJournal, default_agent
+from opennua.runtime import Completed, default_agent
 from opennua.runtime._builtins import BUILTIN_TOOLS
 from opennua.runtime._demo import REPORT, demo_model, demo_step_delay
 from opennua.runtime._tools import MemoryArtifacts
+from opennua.runtime.testing import InMemoryJournal
 from tests.runtime.helpers import counting, drive, facts, log_json, make_loop
 
 GOLDEN = Path(__file__).parent / "golden" / "demo_events.json"

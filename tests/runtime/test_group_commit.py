@@ -12,20 +12,16 @@ from opennua.protocol import actions as pa
 from opennua.runtime import (
     CheckpointRecord,
     Completed,
-    InMemoryJournal,
     LedgerOp,
     RuntimeEvent,
-    ScriptedModel,
-    ScriptStep,
     ToolContext,
-    call,
     default_agent,
-    say,
     tool,
 )
-from opennua.runtime._loop import _MAX_QUEUED
+from opennua.runtime._checkpoint import join_steps
 from opennua.runtime._pending import Step, merge_steps
-from opennua.runtime._state import join_steps
+from opennua.runtime._writer import MAX_QUEUED
+from opennua.runtime.testing import InMemoryJournal, ScriptedModel, ScriptStep, call, say
 from tests.runtime.helpers import facts, make_loop
 
 CALLS = 40
@@ -130,17 +126,17 @@ async def test_the_queue_behind_a_stuck_commit_is_bounded(tmp_path: Path) -> Non
     agent = _agent(runs, journal, idempotent=True, durable=[])
     journal.gate.clear()
     task = asyncio.ensure_future(
-        make_loop(agent, journal, tmp_path, _model(3 * _MAX_QUEUED)).run("go")
+        make_loop(agent, journal, tmp_path, _model(3 * MAX_QUEUED)).run("go")
     )
     stalled, still = -1, 0
     while still < 50:  # until the loop stops running tools
         await asyncio.sleep(0)
         still, stalled = (still + 1, stalled) if len(runs) == stalled else (0, len(runs))
-    # The first step waits in the stuck commit; the loop queues _MAX_QUEUED more and waits.
-    assert _MAX_QUEUED <= stalled <= _MAX_QUEUED + 1, stalled
+    # The first step waits in the stuck commit; the loop queues MAX_QUEUED more and waits.
+    assert MAX_QUEUED <= stalled <= MAX_QUEUED + 1, stalled
     journal.gate.set()
     outcome = await task
-    assert isinstance(outcome, Completed) and len(runs) == 3 * _MAX_QUEUED
+    assert isinstance(outcome, Completed) and len(runs) == 3 * MAX_QUEUED
 
 
 def _record(no: int, ops: str, full: bytes | None = None) -> CheckpointRecord:

@@ -4,23 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import os
 from pathlib import Path
 
-from opennua.runtime import (
-    Completed,
-    InMemoryJournal,
-    Limits,
-    ScriptedModel,
-    ScriptStep,
-    Stopped,
-    ToolContext,
-    call,
-    default_agent,
-    tool,
-)
+import pytest
+
+from opennua.runtime import Completed, Limits, Stopped, ToolContext, default_agent, tool
 from opennua.runtime._builtins import BUILTIN_TOOLS
-from tests.runtime.helpers import drive, make_loop
+from opennua.runtime._checkpoint import decode
+from opennua.runtime.testing import InMemoryJournal, ScriptedModel, ScriptStep, call
+from tests.runtime.helpers import ROOT_RUN, drive, make_loop, processes_running
 
 
 def _forever() -> ScriptedModel:
@@ -51,7 +43,10 @@ async def test_max_tokens(tmp_path: Path) -> None:
     assert outcome.error is not None and outcome.error.code == "max_tokens"
 
 
-async def test_cancel_kills_the_tool_subprocess_and_ends_consistently(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sandbox", ["bwrap", "none"])
+async def test_cancel_kills_the_tool_subprocess_and_ends_consistently(
+    tmp_path: Path, sandbox: str
+) -> None:
     agent = dataclasses.replace(
         default_agent("scripted:test"),
         tools=tuple(
@@ -59,28 +54,23 @@ async def test_cancel_kills_the_tool_subprocess_and_ends_consistently(tmp_path: 
             for t in BUILTIN_TOOLS
         ),
     )
-    model = ScriptedModel(
-        [ScriptStep(calls=(call("shell", command="echo $$ > pid; sleep 30; touch finished"),))]
-    )
+    command = "(sleep 30.417; touch late) & echo started > started; sleep 30.416; touch finished"
+    model = ScriptedModel([ScriptStep(calls=(call("shell", command=command),))])
     cancel = asyncio.Event()
     journal = InMemoryJournal()
-    loop = make_loop(agent, journal, tmp_path, model)
+    loop = make_loop(agent, journal, tmp_path, model, env={"sandbox": sandbox})
     task = asyncio.create_task(loop.run("x", cancel=cancel))
-    for _ in range(200):
-        if (tmp_path / "pid").exists() and (tmp_path / "pid").read_text().strip():
+    for _ in range(500):
+        if (tmp_path / "started").exists() and processes_running("sleep 30.416"):
             break
         await asyncio.sleep(0.01)
+    assert processes_running("sleep 30.41")
     cancel.set()
     outcome = await asyncio.wait_for(task, 5)
     assert isinstance(outcome, Stopped) and outcome.stop_reason == "cancelled"
-    pid = int((tmp_path / "pid").read_text())
-    await asyncio.sleep(0.05)
-    try:
-        os.kill(pid, 0)
-        alive = True
-    except ProcessLookupError:
-        alive = False
-    assert not alive and not (tmp_path / "finished").exists()
+    # The whole tree is gone once the loop returns: the command and what it put behind it.
+    assert processes_running("sleep 30.41") == []
+    assert not (tmp_path / "finished").exists()
     last = [e.data for e in journal.log if e.type == "tool_call.updated"][-1]
     assert last.status == "cancelled"  # type: ignore[attr-defined]
     assert list(journal.ledger.values()) == ["unknown"]  # it may have had partial effects
@@ -113,10 +103,12 @@ async def test_checkpoint_steps_grow_linearly_with_compaction(tmp_path: Path) ->
         payload_bytes = journal._d.bytes_written
         sizes[steps] = (journal.stored_bytes, payload_bytes, journal.commits)
         # Resume from the compacted checkpoint rebuilds the same history.
-        loop = make_loop(agent, journal.restarted(), tmp_path, ScriptedModel(script), limits=limits)
-        await loop._open(None)
-        root = loop.state.runs[journal.log[0].run_id]
-        assert root.step == steps
+        stored = await journal.restarted().load()
+        assert stored is not None and stored.full is not None
+        state = decode(
+            stored.full, stored.steps, snapshot_digest=agent.digest, root_run_id=ROOT_RUN
+        )
+        assert state.runs[journal.log[0].run_id].step == steps
     (s100, w100, _), (s400, w400, c400) = sizes[100], sizes[400]
     assert c400 <= 2 * 400 + 2  # one commit per model response and one per tool result
     # Stored and written bytes grow linearly (x4 steps → about x4 bytes, not x16).

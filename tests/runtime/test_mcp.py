@@ -7,17 +7,9 @@ import sys
 from contextlib import AsyncExitStack
 from pathlib import Path
 
-from opennua.runtime import (
-    Completed,
-    InMemoryJournal,
-    McpServer,
-    ScriptedModel,
-    ScriptStep,
-    call,
-    default_agent,
-    say,
-)
+from opennua.runtime import Completed, McpServer, default_agent
 from opennua.runtime._mcp import connect_mcp
+from opennua.runtime.testing import InMemoryJournal, ScriptedModel, ScriptStep, call, say
 from tests.runtime.fixtures import mcp_server
 from tests.runtime.helpers import drive, make_loop
 
@@ -74,8 +66,8 @@ async def test_stdio_subprocess_server(tmp_path: Path) -> None:
     agent = dataclasses.replace(default_agent("scripted:test"), mcp_servers=(server,))
     model = ScriptedModel(
         [
-            ScriptStep(calls=(call("notes_tag", name="k", value=7),)),
-            ScriptStep(calls=(call("notes_wipe"),)),
+            ScriptStep(calls=(call("notes__tag", name="k", value=7),)),
+            ScriptStep(calls=(call("notes__wipe"),)),
             say("ok"),
         ]
     )

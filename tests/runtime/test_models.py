@@ -13,14 +13,9 @@ from typing import Any, ClassVar
 import pytest
 from pydantic_ai.models import override_allow_model_requests
 
-from opennua.runtime import (
-    Completed,
-    InMemoryJournal,
-    ModelConfigError,
-    default_agent,
-    resolve_model,
-)
+from opennua.runtime import Completed, ModelConfigError, default_agent, resolve_model
 from opennua.runtime._scripted import ScriptedModel
+from opennua.runtime.testing import InMemoryJournal
 from tests.runtime.helpers import drive, make_loop
 
 FIXTURES = Path(__file__).parent / "fixtures"

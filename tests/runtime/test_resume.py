@@ -12,21 +12,18 @@ import pytest
 
 from opennua.runtime import (
     AgentDefinition,
+    Answer,
     Completed,
-    Fenced,
     IncompatibleCheckpoint,
-    InMemoryJournal,
-    ScriptedModel,
-    ScriptStep,
+    OwnershipLost,
     Suspended,
     Tool,
     ToolContext,
-    call,
     default_agent,
-    say,
     tool,
 )
 from opennua.runtime._builtins import BUILTIN_TOOLS
+from opennua.runtime.testing import InMemoryJournal, ScriptedModel, ScriptStep, call, say
 from tests.runtime.helpers import counting, drive, facts, make_loop
 
 WORKER_TASK = "Append a line to effects.txt, with approval."
@@ -163,6 +160,37 @@ async def test_crash_between_ledger_started_and_completed_asks_never_reruns(
         assert final.error.code == "skipped"  # type: ignore[attr-defined]
 
 
+async def test_a_confirmed_rerun_that_dies_too_asks_again(tmp_path: Path) -> None:
+    """Found by the chaos run (issue 20): "Run again" authorizes one run. When that run
+    dies before its result too, the next attempt must ask again, not re-run it on the
+    strength of the old answer."""
+    effects: list[str] = []
+    agent = dataclasses.replace(
+        default_agent("scripted:test"), tools=(_charging(effects, idempotent=False),)
+    )
+    journal = InMemoryJournal(crash_before=3)  # dies running `charge` the first time
+    with pytest.raises(Exception, match="crash before commit 3"):
+        await make_loop(agent, journal, tmp_path, _charge_model()).run("charge me")
+    asked = await make_loop(agent, journal.restarted(), tmp_path, _charge_model()).run("charge me")
+    assert isinstance(asked, Suspended) and len(effects) == 1
+    answers = {rid: Answer(option_id="retry") for rid in asked.request_ids}
+    # The confirmed re-run starts (one commit) and dies before its result (the next).
+    durable = journal._d
+    durable.crashed = False
+    rerun = InMemoryJournal(crash_before=durable.commits + 2, _durable=durable)
+    with pytest.raises(Exception, match="crash before commit"):
+        await make_loop(agent, rerun, tmp_path, _charge_model()).run("charge me", answers=answers)
+    assert len(effects) == 2
+    again = await make_loop(agent, rerun.restarted(), tmp_path, _charge_model()).run(
+        "charge me", answers=answers
+    )
+    assert len(effects) == 2, "re-run without asking"
+    assert isinstance(again, Suspended)
+    assert set(again.request_ids).isdisjoint(answers), "a new question, not the old one"
+    reasons = [e.data.reason for e in rerun.log if e.type == "input_request.opened"]  # type: ignore[attr-defined]
+    assert reasons == ["confirmation", "confirmation"]
+
+
 async def test_idempotent_tool_reruns_with_the_same_key(tmp_path: Path) -> None:
     effects: list[str] = []
     agent = dataclasses.replace(
@@ -219,6 +247,31 @@ async def test_fenced_journal_stops_the_attempt_at_once(tmp_path: Path) -> None:
     agent = default_agent("scripted:test")
     journal = InMemoryJournal()
     journal.fenced = True
-    with pytest.raises(Fenced):
+    with pytest.raises(OwnershipLost):
         await make_loop(agent, journal, tmp_path, ScriptedModel([say("x")])).run("x")
     assert journal.log == [] and journal.commits == 0
+
+
+#: What the built-in agent's digest was before it became the built-in plugin (commit
+#: 647ecc1, `default_agent("scripted:test")`): checkpoints in data directories carry it.
+PRE_PLUGIN_DIGEST = "sha256:9bf741ac26542410d5b3636e7581f9f5be6091bd96a737671b9582e293360d1c"
+
+
+async def test_a_checkpoint_from_before_plugins_resumes_on_the_builtin_plugin(
+    tmp_path: Path,
+) -> None:
+    agent = default_agent("scripted:test")
+    assert agent.plugin is not None and agent.digest != PRE_PLUGIN_DIGEST
+    before = dataclasses.replace(agent, plugin=None)  # the definition as the old release had it
+    assert before.digest == PRE_PLUGIN_DIGEST
+    journal = InMemoryJournal(crash_after=2)
+    model = ScriptedModel([ScriptStep(calls=(call("plan", entries=[]),)), say("ok")])
+    with pytest.raises(Exception, match="crash"):
+        await make_loop(before, journal, tmp_path, model).run("x")
+    outcome = await make_loop(agent, journal.restarted(), tmp_path, model).run("x")
+    assert isinstance(outcome, Completed), outcome
+    # Another plugin's definition is not that agent: still refused.
+    other = dataclasses.replace(before, instructions="something else")
+    assert (
+        PRE_PLUGIN_DIGEST not in dataclasses.replace(other, plugin=agent.plugin).equivalent_digests
+    )

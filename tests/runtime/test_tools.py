@@ -8,22 +8,13 @@ import os
 from pathlib import Path
 
 import pytest
+from pydantic_ai.messages import ModelMessage, ModelResponse
 
-from opennua.runtime import (
-    Completed,
-    InMemoryJournal,
-    ScriptedModel,
-    ScriptStep,
-    Stopped,
-    ToolContext,
-    ToolError,
-    call,
-    default_agent,
-    say,
-    tool,
-)
-from opennua.runtime._builtins import confine, edit_file, list_files, read_file, shell, write_file
+from opennua.runtime import Completed, Stopped, ToolContext, ToolError, default_agent, tool
+from opennua.runtime._builtins import edit_file, list_files, read_file, shell, write_file
+from opennua.runtime._files import confine
 from opennua.runtime._tools import MemoryArtifacts
+from opennua.runtime.testing import InMemoryJournal, ScriptedModel, ScriptStep, call, say
 from tests.runtime.helpers import drive, make_loop
 
 
@@ -59,7 +50,7 @@ def test_tool_decorator_schema_and_flags() -> None:
 
 
 @pytest.mark.parametrize("bad", ["../escape.txt", "/etc/passwd", "a/../../b", "link/secret"])
-def test_paths_are_confined_to_the_workspace(tmp_path: Path, bad: str) -> None:
+async def test_paths_are_confined_to_the_workspace(tmp_path: Path, bad: str) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()
     outside = tmp_path / "outside"
@@ -69,34 +60,38 @@ def test_paths_are_confined_to_the_workspace(tmp_path: Path, bad: str) -> None:
     with pytest.raises(ToolError, match=r"workspace|absolute"):
         confine(ws, bad)
     with pytest.raises(ToolError):
-        read_file.fn(_ctx(ws), bad)
+        await read_file.fn(_ctx(ws), bad)
     with pytest.raises(ToolError):
-        write_file.fn(_ctx(ws), bad, "x")
+        await write_file.fn(_ctx(ws), bad, "x")
 
 
-def test_file_tools_report_changes(tmp_path: Path) -> None:
+async def test_file_tools_report_changes(tmp_path: Path) -> None:
     ctx = _ctx(tmp_path)
-    write_file.fn(ctx, "a/b.txt", "hello world")
-    edit_file.fn(ctx, "a/b.txt", "world", "there")
-    assert read_file.fn(ctx, "a/b.txt") == "hello there"
-    assert list_files.fn(ctx, ".") == "a/\na/b.txt"
+    await write_file.fn(ctx, "a/b.txt", "hello world")
+    await edit_file.fn(ctx, "a/b.txt", "world", "there")
+    assert await read_file.fn(ctx, "a/b.txt") == "hello there"
+    assert await list_files.fn(ctx, ".") == "a/\na/b.txt"
     assert [(c.path, c.change) for c in ctx.reported] == [  # type: ignore[attr-defined]
         ("a/b.txt", "created"),
         ("a/b.txt", "modified"),
     ]
     with pytest.raises(ToolError, match="occurs 0 times"):
-        edit_file.fn(ctx, "a/b.txt", "absent", "x")
+        await edit_file.fn(ctx, "a/b.txt", "absent", "x")
 
 
+@pytest.mark.parametrize("sandbox", ["bwrap", "none"])
 async def test_shell_runs_in_workspace_with_a_scrubbed_environment(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sandbox: str
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-secret")
-    out = await shell.fn(_ctx(tmp_path), "pwd; env")
+    (tmp_path / "here.txt").write_text("x")
+    out = await shell.fn(_ctx(tmp_path, sandbox=sandbox), "ls; pwd; env")
     lines = out.splitlines()
-    assert lines[0].endswith("/" + tmp_path.name)  # cwd is the workspace
+    assert lines[0] == "here.txt"  # cwd is the workspace
+    # Under bubblewrap the workspace is /workspace: the host path is nobody's business.
+    assert lines[1] == ("/workspace" if sandbox == "bwrap" else str(tmp_path))
     assert "sk-secret" not in out
-    assert {line.split("=", 1)[0] for line in lines[1:]} <= {
+    assert {line.split("=", 1)[0] for line in lines[2:]} <= {
         "PATH",
         "LANG",
         "LC_ALL",
@@ -110,13 +105,15 @@ async def test_shell_runs_in_workspace_with_a_scrubbed_environment(
     }
 
 
-async def test_shell_timeout_and_output_cap(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sandbox", ["bwrap", "none"])
+async def test_shell_timeout_and_output_cap(tmp_path: Path, sandbox: str) -> None:
+    ctx = _ctx(tmp_path, sandbox=sandbox)
     with pytest.raises(ToolError, match="timed out"):
-        await shell.fn(_ctx(tmp_path), "sleep 5", timeout_seconds=0.2)
-    out = await shell.fn(_ctx(tmp_path), "head -c 200000 /dev/zero | tr '\\0' a")
+        await shell.fn(ctx, "sleep 5", timeout_seconds=0.2)
+    out = await shell.fn(ctx, "head -c 200000 /dev/zero | tr '\\0' a")
     assert out.endswith("[output truncated]") and len(out) < 70_000
     with pytest.raises(ToolError, match="exit status 3"):
-        await shell.fn(_ctx(tmp_path), "exit 3")
+        await shell.fn(ctx, "exit 3")
 
 
 async def test_invalid_arguments_go_back_as_a_bounded_retry(tmp_path: Path) -> None:
@@ -199,19 +196,33 @@ async def test_ask_user_suspends_and_returns_the_answer(tmp_path: Path) -> None:
     assert result.output == "forty-two"  # type: ignore[attr-defined]
 
 
-async def test_rejected_approval_is_a_failed_call_and_nothing_runs(tmp_path: Path) -> None:
+async def test_rejected_approval_ends_the_call_rejected_and_the_turn_goes_on(
+    tmp_path: Path,
+) -> None:
     agent = default_agent("scripted:test")
-    model = ScriptedModel([ScriptStep(calls=(call("shell", command="touch ran"),)), say("ok")])
+    seen: list[str] = []
+
+    def script(messages: list[ModelMessage]) -> ScriptStep:
+        # The model is told: its second request carries the rejection as the call's result.
+        if not any(isinstance(m, ModelResponse) for m in messages):
+            return ScriptStep(calls=(call("shell", command="touch ran"),))
+        seen.append(str(messages[-1].parts[0].content))
+        return say("understood")
+
+    model = ScriptedModel(script)
     outcome, journal, _ = await drive(
         lambda j: make_loop(agent, j, tmp_path, model),
         InMemoryJournal(),
         "x",
         {"tool_call": "reject_once"},
     )
-    assert isinstance(outcome, Completed)
+    assert isinstance(outcome, Completed) and outcome.output == "understood"
     assert not (tmp_path / "ran").exists()
     result = [e.data for e in journal.log if e.type == "tool_call.updated"][-1]
-    assert result.status == "failed" and result.error.code == "rejected"  # type: ignore[attr-defined]
+    assert result.status == "rejected" and result.error.code == "rejected"  # type: ignore[attr-defined]
+    assert "rejected" in seen[-1]
+    # It never started, so the ledger has no entry for it (nothing may be reconciled later).
+    assert journal.ledger == {}
 
 
 def test_env_has_no_process_secrets() -> None:

@@ -14,15 +14,17 @@ import httpx
 import uvicorn
 from fastapi import FastAPI
 
+from opennua.auth import Authority
 from opennua.host import Hub, SessionHost, rfc3339
 from opennua.protocol import action_id, new_id
 from opennua.protocol.ids import IdKind
+from opennua.secrets import SecretKey, SecretStore
 from opennua.server import create_app
-from opennua.store import InputRequest, Store, open_store
+from opennua.server._serve import uvicorn_config
+from opennua.store import InputRequestRecord, Store, open_store
 
 TOKEN = "test-token-0123456789"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
-DIGEST = "sha256:" + "ab" * 32
 
 
 class FakeClock:
@@ -55,6 +57,7 @@ class Env:
     host: SessionHost
     clock: FakeClock
     app: FastAPI
+    authority: Authority
 
     def client(self, **kwargs: Any) -> httpx.AsyncClient:
         transport = httpx.ASGITransport(app=self.app)
@@ -63,15 +66,31 @@ class Env:
 
 @contextlib.asynccontextmanager
 async def environment(
-    url: str, data_dir: Path, *, max_actions: int = 1000, max_bytes: int = 1 << 20
+    url: str,
+    data_dir: Path,
+    *,
+    max_actions: int = 1000,
+    max_bytes: int = 1 << 20,
+    **app_options: Any,
 ) -> AsyncIterator[Env]:
     store = await open_store(url, data_dir=data_dir)
     try:
-        hub = Hub(store.read, max_actions=max_actions, max_bytes=max_bytes)
+        hub = Hub(store, max_actions=max_actions, max_bytes=max_bytes)
         clock = FakeClock()
-        host = SessionHost(store, hub, clock=clock, ids=CountingIds(clock), agent_digest=DIGEST)
-        app = create_app(host, store, hub, token=TOKEN, heartbeat_seconds=0.2)
-        yield Env(store, hub, host, clock, app)
+        authority = Authority(store, clock=clock)
+        await authority.bootstrap(TOKEN)
+        host = SessionHost(
+            store,
+            hub,
+            clock=clock,
+            ids=CountingIds(clock),
+            grant_check=authority.grant_problem,
+        )
+        await host.registry.ensure_builtin("scripted:demo")
+        secrets = await SecretStore.open(store, SecretKey.generate(), clock=clock)
+        options = {"heartbeat_seconds": 0.2, "clock": clock, "secrets": secrets, **app_options}
+        app = create_app(host, store, hub, authority=authority, **options)
+        yield Env(store, hub, host, clock, app, authority)
     finally:
         await store.close()
 
@@ -79,8 +98,7 @@ async def environment(
 @contextlib.asynccontextmanager
 async def serving(app: FastAPI) -> AsyncIterator[str]:
     """Run `app` on a loopback port in this event loop; yield its base URL."""
-    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
-    server = uvicorn.Server(config)
+    server = uvicorn.Server(uvicorn_config(app, "127.0.0.1", 0))
     task = asyncio.ensure_future(server.serve())
     while not server.started:
         if task.done():
@@ -129,7 +147,7 @@ async def park_for_input(
     }
     async with store.fenced(execution_id, claimed.epoch) as tx:
         tx.open_input_request(
-            InputRequest(
+            InputRequestRecord(
                 request_id=request_id,
                 session_id=session_id,
                 execution_id=execution_id,

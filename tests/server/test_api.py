@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime
+from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
+import genai_prices
 import httpx
+import psycopg
 
-from ._harness import AUTH, TOKEN, Env, park_for_input
+from opennua.store import FileBlobStore
+
+from ._harness import AUTH, TOKEN, Env, environment, park_for_input
 
 PROBLEM = "application/problem+json"
 
@@ -258,15 +265,27 @@ async def test_update_session_and_metrics(env: Env) -> None:
         assert "/v1/sessions/{session_id}/messages" in schema["paths"]
 
 
-async def test_artifact_metadata_and_content(env: Env) -> None:
-    from opennua.store import Artifact
+async def _tamper(env: Env, store_url: str, sha256: str) -> None:
+    """Overwrite a stored blob's bytes behind the store's back, whatever its backend."""
+    blobs = env.store.blobs
+    if isinstance(blobs, FileBlobStore):
+        blobs.path(sha256).write_bytes(b"tampered")
+        return
+    async with await psycopg.AsyncConnection.connect(store_url, autocommit=True) as conn:
+        await conn.execute(
+            "UPDATE blob_chunks SET data = %s WHERE blob = %s", (b"tampered", sha256)
+        )
+
+
+async def test_artifact_metadata_and_content(env: Env, store_url: str) -> None:
+    from opennua.store import ArtifactRecord
 
     async with env.client(headers=AUTH) as client:
         sid = await _session(client)
         data = b"hello artifact"
         ref = await env.store.blobs.put(data)
         await env.store.put_artifact(
-            Artifact(
+            ArtifactRecord(
                 artifact_id="art_1",
                 session_id=sid,
                 name="hello.txt",
@@ -280,7 +299,7 @@ async def test_artifact_metadata_and_content(env: Env) -> None:
         assert meta["sha256"] == ref.sha256 and meta["size"] == len(data)
         content = await client.get("/v1/artifacts/art_1/content")
         assert content.status_code == 200 and content.content == data
-        env.store.blobs.path(ref.sha256).write_bytes(b"tampered")
+        await _tamper(env, store_url, ref.sha256)
         corrupted = await client.get("/v1/artifacts/art_1/content")
         assert corrupted.status_code == 500 and corrupted.json()["code"] == "blob_corrupted"
 
@@ -292,7 +311,137 @@ async def test_unexpected_errors_are_problem_json(env: Env, monkeypatch: Any) ->
     monkeypatch.setattr(env.host, "snapshot_json", broken)
     transport = httpx.ASGITransport(app=env.app, raise_app_exceptions=False)
     async with httpx.AsyncClient(transport=transport, base_url="http://t", headers=AUTH) as c:
-        response = await c.get("/v1/sessions/ses_x")
+        created = await c.post("/v1/sessions", json={})
+        response = await c.get(f"/v1/sessions/{created.json()['session_id']}")
     assert response.status_code == 500
     assert response.json()["code"] == "internal_error"
     assert "boom" not in response.text
+
+
+async def test_readyz_says_not_ready_while_the_sqlite_writer_cannot_write(
+    tmp_path: Path,
+) -> None:
+    """A wedged writer answers reads but accepts no write: /readyz must say so."""
+    import threading
+
+    from tests.store.test_writable import Unit, _Blocks
+
+    release = threading.Event()
+    async with environment(f"sqlite:///{tmp_path}/nua.db", tmp_path) as env:
+        store: Any = env.store
+        store.check_writable_timeout = 0.3
+        stuck = asyncio.ensure_future(store._commit(Unit(None, (_Blocks(release),))))
+        try:
+            await asyncio.sleep(0.05)
+            async with env.client() as client:
+                response = await client.get("/readyz")
+                assert response.status_code == 503
+                assert response.json()["code"] == "unavailable"
+                assert "cannot write" in response.json()["detail"]
+                release.set()
+                assert await stuck == [None]
+                assert (await client.get("/readyz")).status_code == 200
+        finally:
+            release.set()
+
+
+async def test_a_store_that_cannot_say_who_the_caller_is_answers_503(
+    env: Env, monkeypatch: Any
+) -> None:
+    from opennua.store import Unavailable
+
+    async def down(token_id: str) -> Any:
+        raise Unavailable("the database is gone")
+
+    monkeypatch.setattr(env.store, "get_token", down)
+    bearer = {"Authorization": "Bearer nua.tok_uncached.secret"}
+    async with env.client(headers=bearer) as client:
+        response = await client.get("/v1/sessions")
+    assert response.status_code == 503 and response.json()["code"] == "unavailable"
+
+
+async def test_an_answer_whose_commit_outcome_is_lost_is_503_and_its_retransmission_replays(
+    env: Env, monkeypatch: Any
+) -> None:
+    """Found by the chaos run (issue 20): the database restarting at the answer's COMMIT
+    gave a 500. It is a 503 (retry), and the same key then replays what did commit."""
+    from opennua.store import CommitUnknown
+
+    real = env.store.resolve_input
+    lost: list[str] = []
+
+    async def committed_then_lost(*args: Any, **kwargs: Any) -> Any:
+        result = await real(*args, **kwargs)
+        if not lost:
+            lost.append("once")
+            raise CommitUnknown("postgresql COMMIT failed: terminating connection")
+        return result
+
+    monkeypatch.setattr(env.store, "resolve_input", committed_then_lost)
+    async with env.client(headers=AUTH) as client:
+        sid = await _session(client)
+        ids = (await _message(client, sid)).json()
+        options = [{"option_id": "allow", "name": "Allow", "kind": "allow_once"}]
+        rid = await park_for_input(env, sid, ids["execution_id"], ids["turn_id"], options=options)
+        path = f"/v1/sessions/{sid}/input-requests/{rid}/answer"
+        body = {"option_id": "allow", "client_id": "cli_a"}
+        key = {"Idempotency-Key": "answer-1"}
+        first = await client.post(path, json=body, headers=key)
+        assert first.status_code == 503 and first.json()["code"] == "unavailable", first.text
+        again = await client.post(path, json=body, headers=key)
+        assert again.status_code == 200, again.text
+        assert again.json()["resolution"]["answered_by"]["client_id"] == "cli_a"
+
+
+async def test_a_delivery_report_becomes_delivery_updated(env: Env) -> None:
+    async with env.client(headers=AUTH) as client:
+        sid = await _session(client)
+        path = f"/v1/sessions/{sid}/deliveries/dlv_x"
+        body = {"channel": "matrix", "target": "!r:hs", "kind": "message", "client_id": "cli_b"}
+        response = await client.post(path, json={**body, "status": "pending"})
+        assert response.status_code == 202 and response.json() == {"delivery_id": "dlv_x"}
+        sent = {**body, "status": "sent", "attempts": 1, "event_id": "$e"}
+        assert (await client.post(path, json=sent)).status_code == 202
+        closed = await client.post(path, json={**body, "status": "retrying", "attempts": 2})
+        assert closed.status_code == 409 and closed.json()["code"] == "delivery_closed"
+        bad = await client.post(path, json={**body, "status": "lost"})
+        assert bad.status_code == 422 and bad.headers["content-type"] == PROBLEM
+        snap = (await client.get(f"/v1/sessions/{sid}")).json()
+        assert snap["state"]["deliveries"]["dlv_x"]["status"] == "sent"
+
+
+async def test_usage_sums_tokens_and_prices_them_per_principal(env: Env) -> None:
+    async with env.client(headers=AUTH) as client:
+        sid = await _session(client)
+        assert (await _message(client, sid)).status_code == 202
+        (execution,) = await env.store.list_executions(sid)
+        priced = {"input_tokens": 1000, "output_tokens": 500, "cache_read_input_tokens": 100}
+
+        def recorded(n: int, provider: str, model: str, **tokens: int) -> dict[str, Any]:
+            return {
+                "v": 1, "session_id": sid, "seq": None, "id": f"act_usage_{n}",
+                "type": "usage.recorded", "ts": "2026-11-29T08:00:00.000Z",
+                "turn_id": execution.turn_id, "run_id": None, "client_id": None,
+                "intent_id": None, "data": {"provider": provider, "model": model, **tokens},
+            }  # fmt: skip
+
+        await env.store.append(
+            sid,
+            [
+                recorded(1, "openai", "gpt-4o", **priced),
+                recorded(2, "scripted", "demo", input_tokens=7),  # free
+                recorded(3, "nowhere", "no-such-model", input_tokens=9),  # no price known
+            ],
+        )
+        report = (await client.get("/v1/usage", params={"by": "principal"})).json()
+    (item,) = report["items"]
+    assert item["key"] == execution.principal_id
+    assert (item["input_tokens"], item["responses"], item["unpriced_responses"]) == (1016, 3, 1)
+    # The price table's own answer for the one priced response, and nothing for the rest.
+    expected = genai_prices.calc_price(
+        genai_prices.Usage(input_tokens=1000, output_tokens=500, cache_read_tokens=100),
+        "gpt-4o",
+        provider_id="openai",
+        genai_request_timestamp=datetime(2026, 11, 29, 8, tzinfo=UTC),
+    ).total_price
+    assert expected > 0 and Decimal(item["cost_usd"]) == expected

@@ -199,7 +199,9 @@ async def test_websocket_cookie_needs_own_origin(env: Env) -> None:
     async with serving(env.app) as base, _client(base) as client:
         sid = await _setup(client)
         login = await client.get("/login", params={"token": TOKEN})
-        cookie = f"nua_session={login.cookies['nua_session']}"
+        # The cookie's name carries the port: two servers on one machine keep theirs apart.
+        name = f"nua_session_{base.rsplit(':', 1)[1]}"
+        cookie = f"{name}={login.cookies[name]}"
         url = f"ws://{base}/v1/sessions/{sid}/ws?after=5&client_id=cli_browser"
         with pytest.raises(InvalidStatus) as refused:
             async with connect(

@@ -1,5 +1,5 @@
 """The store contract suite runs every test once per backend: build the backend here,
-nothing else differs (STYLE.md §3)."""
+nothing else differs (docs/architecture.md §10)."""
 
 from __future__ import annotations
 
@@ -10,28 +10,27 @@ from typing import Any
 import pytest
 
 from opennua.store import Execution, Store, open_store
-from opennua.store._postgres import PostgresStore
 
-BACKENDS = [
-    "sqlite",
-    "sqlite-spaces",
-    pytest.param("postgres", marks=pytest.mark.postgres),
-    # The same PostgreSQL store without its one-call fast path (_pg_fast): every unit
-    # runs the shared op programs, so the two paths are held to one contract.
-    pytest.param("postgres-programs", marks=pytest.mark.postgres),
-]
+ON_DISK = ["sqlite", "sqlite-spaces", pytest.param("postgres", marks=pytest.mark.postgres)]
+#: The in-memory store runs the whole contract too, except what only a disk has.
+BACKENDS = [*ON_DISK, "memory"]
 
 
-@pytest.fixture(params=BACKENDS)
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "store_url" in metafunc.fixturenames:
+        on_disk = metafunc.definition.get_closest_marker("on_disk") is not None
+        metafunc.parametrize("store_url", ON_DISK if on_disk else BACKENDS, indirect=True)
+
+
+@pytest.fixture
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path}/nua.db"
     if request.param == "sqlite-spaces":
         folder = tmp_path / "a dir with spaces"
         return f"sqlite:///{folder}/nua store.db"
-    if request.param == "postgres-programs":
-        monkeypatch = request.getfixturevalue("monkeypatch")
-        monkeypatch.setattr(PostgresStore, "fast_path", False)
+    if request.param == "memory":
+        return "memory:"
     url: str = request.getfixturevalue("pg_url")
     return url
 
@@ -43,7 +42,7 @@ async def store(store_url: str, tmp_path: Path) -> AsyncIterator[Store]:
 
 
 class FakeClock:
-    """Unix seconds that move only when a test says so (STYLE.md §7)."""
+    """Unix seconds that move only when a test says so (time is passed in: docs/store.md)."""
 
     def __init__(self, start: float = 1_800_000_000.0) -> None:
         self.now = start

@@ -11,12 +11,12 @@ import contextlib
 import os
 import sys
 
-from opennua.store import Conflict, open_store
+from opennua.store import WriteConflict, open_store
 
 
 async def main(url: str, session_id: str) -> None:
     async with await open_store(url) as store:
-        with contextlib.suppress(Conflict):  # a previous child created it
+        with contextlib.suppress(WriteConflict):  # a previous child created it
             await store.create_session(session_id, created_at=0.0)
         pid = os.getpid()
 

@@ -1,7 +1,7 @@
 """Appends that share one group commit: each caller gets its own outcome.
 
-On SQLite these run through the writer's set-based fast path (_sqlite_append); the
-same assertions hold for every backend.
+On SQLite these run as one set-based append in the writer (_sqlite_ops), on PostgreSQL
+as one call of nua_unit; the same assertions hold for every backend.
 """
 
 from __future__ import annotations
@@ -54,3 +54,17 @@ async def test_many_callers_one_session_stay_gapless(store: Store, n: int) -> No
     await store.create_session("ses_a", created_at=1.0)
     got = await asyncio.gather(*(store.append("ses_a", [action("ses_a", k)]) for k in range(n)))
     assert sorted(s for (s,) in got) == list(range(1, n + 1))
+
+
+async def test_ids_new_in_one_batch_are_told_apart_by_session_and_id(store: Store) -> None:
+    # ("ses a", "b") and ("ses", "a b") join to the same text with a space between.
+    for sid in ("ses a", "ses"):
+        await store.create_session(sid, created_at=1.0)
+    outcomes = await asyncio.gather(
+        store.append("ses a", [{"id": "b", "type": "t"}]),
+        store.append("ses", [{"id": "a b", "type": "t"}]),
+        store.append("ses a", [{"id": "b", "type": "t"}, {"id": "c", "type": "t"}]),
+    )
+    assert outcomes == [[1], [1], [1, 2]]
+    assert [a["id"] for a in await store.read("ses")] == ["a b"]
+    assert [a["id"] for a in await store.read("ses a")] == ["b", "c"]

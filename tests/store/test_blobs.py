@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from opennua.store import BlobCorrupted, BlobStore, InvalidInput, NotFound, Store
+from opennua.store import BlobCorrupted, FileBlobStore, InvalidInput, NotFound, Store
 
 
 def test_put_and_read_round_trip_content_addressed(tmp_path: Path) -> None:
-    blobs = BlobStore(tmp_path / "blobs")
+    blobs = FileBlobStore(tmp_path / "blobs")
     data = b"hello artifact\n" * 1000
     ref = blobs.put_bytes(data)
     assert ref.sha256 == hashlib.sha256(data).hexdigest() and ref.size == len(data)
@@ -27,7 +27,7 @@ def test_put_and_read_round_trip_content_addressed(tmp_path: Path) -> None:
 
 
 def test_corrupted_blob_is_detected_on_read(tmp_path: Path) -> None:
-    blobs = BlobStore(tmp_path)
+    blobs = FileBlobStore(tmp_path)
     ref = blobs.put_bytes(b"the real bytes")
     path = blobs.path(ref.sha256)
     path.write_bytes(b"the real bytez")
@@ -40,7 +40,7 @@ def test_corrupted_blob_is_detected_on_read(tmp_path: Path) -> None:
 
 
 def test_missing_and_malformed_names(tmp_path: Path) -> None:
-    blobs = BlobStore(tmp_path)
+    blobs = FileBlobStore(tmp_path)
     with pytest.raises(NotFound):
         blobs.read_bytes("0" * 64)
     with pytest.raises(InvalidInput):
@@ -48,7 +48,7 @@ def test_missing_and_malformed_names(tmp_path: Path) -> None:
 
 
 def test_an_interrupted_write_leaves_no_blob_visible(tmp_path: Path) -> None:
-    blobs = BlobStore(tmp_path)
+    blobs = FileBlobStore(tmp_path)
 
     def chunks() -> Iterator[bytes]:
         yield b"first half "
@@ -56,7 +56,7 @@ def test_an_interrupted_write_leaves_no_blob_visible(tmp_path: Path) -> None:
 
     with pytest.raises(OSError, match="disk went away"):
         blobs.put_chunks(chunks())
-    assert not blobs.exists(hashlib.sha256(b"first half ").hexdigest())
+    assert not blobs.exists_sync(hashlib.sha256(b"first half ").hexdigest())
     assert [p for p in tmp_path.rglob("*") if p.is_file()] == []
 
 
@@ -67,8 +67,8 @@ def test_a_writer_killed_mid_write_never_exposes_a_partial_blob(tmp_path: Path) 
     script = textwrap.dedent(
         """
         import os, sys, time
-        from opennua.store import BlobStore
-        blobs = BlobStore(sys.argv[1])
+        from opennua.store import FileBlobStore
+        blobs = FileBlobStore(sys.argv[1])
         def chunks(i):
             for k in range(64):
                 yield bytes([i % 256]) * 65536
@@ -86,7 +86,7 @@ def test_a_writer_killed_mid_write_never_exposes_a_partial_blob(tmp_path: Path) 
         done = [proc.stdout.readline().strip() for _ in range(3)]
         assert proc.stdout.readline().strip() == "midway"
         proc.kill()
-    blobs = BlobStore(tmp_path)
+    blobs = FileBlobStore(tmp_path)
     visible = sorted(
         p.parent.name + p.name for p in (tmp_path / "sha256").rglob("*") if p.is_file()
     )

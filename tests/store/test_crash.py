@@ -45,6 +45,7 @@ def _run_and_kill(url: str, out: Path, rng: random.Random, cycle: int) -> None:
                 f.write(b" torn\n")
 
 
+@pytest.mark.on_disk
 @pytest.mark.slow
 @pytest.mark.timeout(240)
 async def test_sigkill_never_loses_an_acknowledged_append(store_url: str, tmp_path: Path) -> None:

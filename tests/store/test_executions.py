@@ -12,11 +12,11 @@ import pytest
 
 from opennua.store import (
     Claimed,
-    Conflict,
     Fenced,
-    InputRequest,
+    InputRequestRecord,
     InvalidInput,
     Store,
+    WriteConflict,
     open_store,
 )
 
@@ -205,7 +205,7 @@ async def test_deadline_sweep_ends_queued_running_and_waiting_executions(
     assert run and wait and wait.execution.execution_id == "exe_wait"
     async with store.fenced("exe_wait", wait.epoch) as tx:
         tx.open_input_request(
-            InputRequest(
+            InputRequestRecord(
                 request_id="req_1",
                 session_id="ses_b",
                 execution_id="exe_wait",
@@ -233,6 +233,28 @@ async def test_deadline_sweep_ends_queued_running_and_waiting_executions(
     assert await store.sweep_deadlines(clock.now) == []
 
 
+async def test_the_sweep_leaves_a_live_attempt_to_stop_itself(
+    store: Store, clock: FakeClock
+) -> None:
+    await store.create_session("ses_a", created_at=clock.now)
+    await store.create_execution(execution("exe_1", "ses_a", clock.now, deadline_at=clock.now + 5))
+    claimed = await store.claim("sup", clock.now, TTL)
+    assert claimed is not None
+    async with store.fenced("exe_1", claimed.epoch) as tx:
+        tx.ledger_start("call_1", now=clock.now)
+    clock.advance(10)
+    # Past the deadline but the lease holds: the attempt's heartbeat winds it down and
+    # records its running call; the sweep must not end it behind its back.
+    assert await store.sweep_deadlines(clock.now) == []
+    await store.heartbeat("exe_1", claimed.epoch, clock.now, TTL)
+    clock.advance(TTL + 1)
+    # The attempt died: now the sweep ends it, and the call it started is `unknown`.
+    assert [e.execution_id for e in await store.sweep_deadlines(clock.now)] == ["exe_1"]
+    assert [(e.tool_call_id, e.status) for e in await store.get_ledger("exe_1")] == [
+        ("call_1", "unknown")
+    ]
+
+
 async def test_checkpoints_are_append_only_and_load_from_the_latest_full_one(
     store: Store, clock: FakeClock
 ) -> None:
@@ -247,7 +269,7 @@ async def test_checkpoints_are_append_only_and_load_from_the_latest_full_one(
     loaded = await store.load_checkpoint("exe_1")
     assert loaded.full is not None and loaded.full.payload == b"state after 3"
     assert [(s.step_no, s.payload) for s in loaded.steps] == [(4, b"step 4"), (5, b"step 5")]
-    with pytest.raises(Conflict):  # history is never rewritten
+    with pytest.raises(WriteConflict):  # history is never rewritten
         async with store.fenced("exe_1", claimed.epoch) as tx:
             tx.put_checkpoint_step(5, b"other")
     assert (await store.load_checkpoint("exe_1")).steps[-1].payload == b"step 5"
@@ -271,6 +293,7 @@ async def _stored_checkpoints(url: str, execution_id: str) -> tuple[list[int], l
         return out[0], out[1]
 
 
+@pytest.mark.on_disk
 async def test_a_full_checkpoint_prunes_what_it_supersedes(
     store: Store, store_url: str, clock: FakeClock
 ) -> None:
@@ -311,7 +334,7 @@ async def test_tool_ledger_moves_started_completed_unknown(store: Store, clock: 
     assert (ledger["call_a"].status, ledger["call_a"].result) == ("completed", {"rows": 3})
     assert ledger["call_a"].idempotency_key == "idem_a"
     assert ledger["call_b"].status == "unknown"
-    with pytest.raises(Conflict):  # a completed side effect is never restarted
+    with pytest.raises(WriteConflict):  # a completed side effect is never restarted
         async with store.fenced("exe_1", c.epoch) as tx:
             tx.ledger_start("call_a", now=clock.now)
     async with store.fenced("exe_1", c.epoch) as tx:  # an idempotent re-run may restart
@@ -362,7 +385,7 @@ async def test_a_failing_unit_in_a_busy_batch_rolls_back_alone(
         + [good(k) for k in range(20, 40)]
     )
     results = await asyncio.gather(*jobs, return_exceptions=True)
-    assert isinstance(results[20], Fenced) and isinstance(results[21], Conflict)
+    assert isinstance(results[20], Fenced) and isinstance(results[21], WriteConflict)
     log = await store.read("ses_a")
     assert sorted(a["id"] for a in log) == sorted(action("ses_a", k)["id"] for k in range(40))
     assert [a["seq"] for a in log] == list(range(1, 41))

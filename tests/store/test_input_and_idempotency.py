@@ -7,17 +7,18 @@ import asyncio
 import pytest
 
 from opennua.store import (
-    Artifact,
-    Conflict,
+    ArtifactRecord,
     InFlight,
-    InputRequest,
+    InputRequestRecord,
     Lost,
     Mismatch,
     New,
     NotFound,
     Replay,
+    SessionBusy,
     Store,
     Won,
+    WriteConflict,
 )
 
 from .conftest import FakeClock, action, execution
@@ -34,7 +35,7 @@ async def _parked(store: Store, clock: FakeClock, *, expires_at: float | None = 
     async with store.fenced("exe_1", claimed.epoch) as tx:
         tx.append("ses_a", [action("ses_a", 1, kind="input_request.opened")])
         tx.open_input_request(
-            InputRequest(
+            InputRequestRecord(
                 request_id="req_1",
                 session_id="ses_a",
                 execution_id="exe_1",
@@ -89,6 +90,38 @@ async def test_twenty_concurrent_resolvers_exactly_one_wins(store: Store, clock:
     )
 
 
+async def test_an_answer_that_wins_before_the_park_leaves_the_execution_queued(
+    store: Store, clock: FakeClock
+) -> None:
+    """Found by benchmarks/scale.py (issue 20): a fast client answered between the unit
+    that opened the request and the one that parks; the answer's re-queue saw a running
+    execution, the park then made it wait for a request already resolved: stuck."""
+    await store.create_session("ses_a", created_at=clock.now)
+    await store.create_execution(execution("exe_1", "ses_a", clock.now))
+    claimed = await store.claim("sup", clock.now, TTL)
+    assert claimed is not None
+    async with store.fenced("exe_1", claimed.epoch) as tx:
+        tx.open_input_request(
+            InputRequestRecord(
+                request_id="req_1",
+                session_id="ses_a",
+                execution_id="exe_1",
+                turn_id="trn_exe_1",
+                tool_call_id="call_1",
+                status="open",
+                payload={"prompt": "Delete it?", "options": ["allow_once"]},
+                created_at=clock.now,
+            )
+        )
+    won = await store.resolve_input("req_1", {"option_id": "allow_once"}, "prn", "cli", clock.now)
+    assert isinstance(won, Won)
+    async with store.fenced("exe_1", claimed.epoch) as tx:
+        tx.park_for_input()
+    assert (await store.get_execution("exe_1")).status == "queued"
+    resumed = await store.claim("sup", clock.now, TTL)
+    assert resumed is not None and resumed.epoch == claimed.epoch + 1
+
+
 async def test_expired_and_cancelled_requests_cannot_be_won(store: Store, clock: FakeClock) -> None:
     await _parked(store, clock, expires_at=clock.now + 60)
     clock.advance(61)
@@ -137,6 +170,27 @@ async def test_concurrent_begin_with_one_key_gives_one_new(store: Store, clock: 
     assert isinstance(await store.begin("POST /v1/sessions", "key-1", "hash-b", clock.now), New)
 
 
+async def test_a_claim_not_completed_in_time_frees_its_key_and_only_one_completes(
+    store: Store, clock: FakeClock
+) -> None:
+    # A Host claimed the key and died (or stalled) before its accepting unit.
+    assert isinstance(await store.begin("s", "k", "h", clock.now), New)
+    clock.advance(30)
+    assert isinstance(await store.begin("s", "k", "h", clock.now), InFlight)
+    clock.advance(31)  # past the in-flight lease: a retransmission may run it
+    assert isinstance(await store.begin("s", "k", "h", clock.now), New)
+    # Of the two claimers, the first to complete wins; the other's unit is refused.
+    async with store.transaction() as tx:
+        tx.complete_idempotency("s", "k", {"by": "retransmission"})
+    with pytest.raises(WriteConflict, match="completed by another request"):
+        async with store.transaction() as tx:
+            tx.complete_idempotency("s", "k", {"by": "stalled"})
+    assert await store.begin("s", "k", "h", clock.now) == Replay({"by": "retransmission"})
+    # A completed key keeps replaying for its whole TTL, not the lease.
+    clock.advance(23 * 3600)
+    assert await store.begin("s", "k", "h", clock.now) == Replay({"by": "retransmission"})
+
+
 async def test_abandoned_key_can_be_retried(store: Store, clock: FakeClock) -> None:
     assert isinstance(await store.begin("s", "k", "h", clock.now), New)
     await store.abandon("s", "k")
@@ -153,16 +207,67 @@ async def test_accepting_a_message_is_one_atomic_unit(store: Store, clock: FakeC
     assert tx.seqs == {"ses_a": [1]}
     assert await store.begin("msg", "intent-1", "h", clock.now) == Replay({"execution_id": "exe_1"})
     # The same acceptance replayed by a confused caller changes nothing at all.
-    with pytest.raises(Conflict):
+    with pytest.raises(WriteConflict):
         async with store.transaction() as tx:
             tx.append("ses_a", [action("ses_a", 2, kind="turn.started")])
             tx.create_execution(execution("exe_1", "ses_a", clock.now))
     assert [a["seq"] for a in await store.read("ses_a")] == [1]
 
 
+async def test_only_the_winning_answer_completes_its_key_in_the_resolving_commit(
+    store: Store, clock: FakeClock
+) -> None:
+    await _parked(store, clock)
+    for i in range(2):
+        assert isinstance(await store.begin("ans", f"k{i}", "h", clock.now), New)
+    outcomes = await asyncio.gather(
+        *(
+            store.resolve_input(
+                "req_1",
+                {"option_id": f"opt_{i}"},
+                "prn",
+                f"cli_{i}",
+                clock.now,
+                idempotency=("ans", f"k{i}", {"accepted": i}),
+            )
+            for i in range(2)
+        )
+    )
+    winner = next(i for i, o in enumerate(outcomes) if isinstance(o, Won))
+    loser = 1 - winner
+    assert await store.begin("ans", f"k{winner}", "h", clock.now) == Replay({"accepted": winner})
+    assert isinstance(await store.begin("ans", f"k{loser}", "h", clock.now), InFlight)
+
+
+async def test_a_unit_requiring_an_idle_session_fails_whole_when_busy(
+    store: Store, clock: FakeClock
+) -> None:
+    await store.create_session("ses_a", created_at=clock.now)
+
+    async def start(n: int) -> object:
+        try:
+            async with store.transaction() as tx:
+                tx.require_idle("ses_a")
+                tx.create_execution(execution(f"exe_{n}", "ses_a", clock.now + n))
+                tx.append("ses_a", [action("ses_a", n, kind="turn.started")])
+        except SessionBusy as exc:
+            return exc
+        return n
+
+    # Racing units, all from one caller's view: exactly one finds the session idle.
+    outcomes = await asyncio.gather(*(start(n) for n in range(10)))
+    assert sum(not isinstance(o, SessionBusy) for o in outcomes) == 1
+    assert all(o.session_id == "ses_a" for o in outcomes if isinstance(o, SessionBusy))
+    assert len(await store.list_executions("ses_a")) == 1
+    assert len(await store.read("ses_a")) == 1
+    with pytest.raises(NotFound):
+        async with store.transaction() as tx:
+            tx.require_idle("ses_nowhere")
+
+
 async def test_artifact_metadata(store: Store, clock: FakeClock) -> None:
     await store.create_session("ses_a", created_at=clock.now)
-    art = Artifact(
+    art = ArtifactRecord(
         artifact_id="art_1",
         session_id="ses_a",
         name="report.md",
@@ -176,7 +281,7 @@ async def test_artifact_metadata(store: Store, clock: FakeClock) -> None:
     await store.put_artifact(art)
     assert await store.get_artifact("art_1") == art
     assert await store.list_artifacts("ses_a") == [art]
-    with pytest.raises(Conflict):
+    with pytest.raises(WriteConflict):
         await store.put_artifact(art)
     with pytest.raises(NotFound):
         await store.get_artifact("art_2")

@@ -9,9 +9,9 @@ import sqlite3
 import psycopg
 import pytest
 
-from opennua.store import Conflict, InvalidInput, NotFound, Session, Store, open_store
+from opennua.store import InvalidInput, NotFound, SessionRecord, Store, WriteConflict, open_store
 from opennua.store._bodies import unpack
-from opennua.store._sql import dumps
+from opennua.store._json import dumps
 
 from .conftest import action
 
@@ -104,20 +104,20 @@ async def test_sessions_create_get_list_and_retitle(store: Store) -> None:
             deployment_digest="sha256:d",
             metadata={"k": i},
         )
-    with pytest.raises(Conflict):
+    with pytest.raises(WriteConflict):
         await store.create_session("ses_0", created_at=1.0)
     s3 = await store.get_session("ses_3")
     assert (s3.workspace_id, s3.title, s3.metadata, s3.last_seq) == ("wsp_1", "t3", {"k": 3}, 0)
     seen, cursor = [], None
     while True:
-        page = await store.list_sessions(limit=2, cursor=cursor)
-        seen += [s.session_id for s in page.items]
+        page = await store.list_session_summaries(limit=2, cursor=cursor)
+        seen += [s.session.session_id for s in page.items]
         cursor = page.next_cursor
         if cursor is None:
             break
     assert seen == ["ses_4", "ses_3", "ses_2", "ses_1", "ses_0"]
-    only = await store.list_sessions(workspace_id="wsp_1")
-    assert [s.session_id for s in only.items] == ["ses_3", "ses_1"]
+    only = await store.list_session_summaries(workspace_id="wsp_1")
+    assert [s.session.session_id for s in only.items] == ["ses_3", "ses_1"]
     await store.update_session_title("ses_3", "renamed")
     assert (await store.get_session("ses_3")).title == "renamed"
     with pytest.raises(NotFound):
@@ -142,10 +142,10 @@ async def test_transaction_commits_everything_or_nothing(store: Store) -> None:
     assert first.value == [1]
     assert tx.seqs == {"ses_a": [1, 2]}
     # One failing op (a duplicate session) voids the whole unit: the append is not kept.
-    with pytest.raises(Conflict):
+    with pytest.raises(WriteConflict):
         async with store.transaction() as tx:
             tx.append("ses_a", [action("ses_a", 3)])
-            tx.create_session(Session(session_id="ses_a", created_at=2.0))
+            tx.create_session(SessionRecord(session_id="ses_a", created_at=2.0))
     assert [a["seq"] for a in await store.read("ses_a")] == [1, 2]
     # An exception inside the block sends nothing at all.
     with pytest.raises(RuntimeError):
@@ -203,6 +203,7 @@ async def _raw(url: str, sql: str, params: tuple[object, ...] = ()) -> list[tupl
         return list(await cur.fetchall()) if cur.description else []
 
 
+@pytest.mark.on_disk
 async def test_bodies_leave_out_the_column_fields_and_old_rows_still_read(
     store: Store, store_url: str
 ) -> None:
@@ -241,5 +242,6 @@ def test_dumps_is_compact_json_and_falls_back_for_what_orjson_refuses() -> None:
     assert json.loads(text) == value
     assert dumps({1: "a"}) == '{"1":"a"}'  # non-string keys, as the standard library does
     assert dumps({"a": [1, "b"]}) == '{"a":[1,"b"]}'
-    with pytest.raises(TypeError):  # what neither encoder writes is still refused
-        dumps({"when": object()})
+    # What neither encoder writes is refused as the store's own error, naming the field.
+    with pytest.raises(InvalidInput, match="the thing cannot be stored as JSON"):
+        dumps({"when": object()}, "the thing")

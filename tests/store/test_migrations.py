@@ -10,7 +10,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from opennua.store import Conflict, SchemaTooNew, open_store
+from opennua.store import SchemaTooNew, WriteConflict, open_store
 from opennua.store._migrations import latest_version, migrate_postgres, migrate_sqlite
 from opennua.store._sqlite import connect
 
@@ -98,8 +98,8 @@ async def test_sqlite_v3_database_gets_integer_session_keys_and_keeps_everything
     async with await open_store(f"sqlite:///{path}") as store:
         a = await store.get_session("ses_a")
         assert (a.title, a.metadata, a.last_seq) == ("title ses_a", {"k": 1}, 3)
-        page = await store.list_sessions()
-        assert [s.session_id for s in page.items] == ["ses_a", "ses_b"]
+        page = await store.list_session_summaries()
+        assert [s.session.session_id for s in page.items] == ["ses_a", "ses_b"]
         # Re-appended ids keep their seqs and write nothing; new ids continue the log.
         assert await store.append("ses_a", [action("ses_a", 2), action("ses_a", 4)]) == [2, 4]
         assert await store.append("ses_b", [action("ses_b", 1)]) == [1]
@@ -160,7 +160,7 @@ async def test_sqlite_v4_database_gets_a_clustered_ledger_and_keeps_entries_and_
         async with store.fenced("exe_1", 1) as tx:  # the key still holds: a completed
             tx.ledger_complete("call_open", result=None, now=2.0)  # call moves in place
             tx.ledger_start("call_new", idempotency_key="k3", now=2.0)
-        with pytest.raises(Conflict):
+        with pytest.raises(WriteConflict):
             async with store.fenced("exe_1", 1) as tx:
                 tx.ledger_start("call_done", now=3.0)
         assert await store.append("ses_a", [action("ses_a", 2)]) == [2]

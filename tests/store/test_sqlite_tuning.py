@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from opennua.store import Unavailable, _sqlite, open_store
+from opennua.store._sqlite_ops import SQLiteDialect
 
 from .conftest import action
 
@@ -41,16 +42,16 @@ async def test_a_failed_run_of_appends_without_savepoint_commits_nothing(
 ) -> None:
     # A batch that is one run of appends has no SAVEPOINT: if the run fails after its
     # writes, the ROLLBACK of the whole transaction must undo them.
-    real = _sqlite.run_appends
+    real = SQLiteDialect.append
     armed = True
 
-    def fail_after_writing(conn: Any, items: Any, wakeups: dict[str, int]) -> Any:
-        results = real(conn, items, wakeups)
+    def fail_after_writing(self: SQLiteDialect, items: Any, fx: Any) -> Any:
+        results = yield from real(self, items, fx)
         if armed:
             raise Unavailable("injected")
         return results
 
-    monkeypatch.setattr(_sqlite, "run_appends", fail_after_writing)
+    monkeypatch.setattr(SQLiteDialect, "append", fail_after_writing)
     async with await open_store(f"sqlite:///{tmp_path}/fail.db") as store:
         for sid in ("ses_a", "ses_b"):
             await store.create_session(sid, created_at=1.0)

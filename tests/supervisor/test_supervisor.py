@@ -13,8 +13,7 @@ import pytest
 from opennua.protocol import action_from_dict, replay
 from opennua.protocol.ids import action_id
 from opennua.runtime import default_agent
-from opennua.store import Execution, Store, Won, open_store
-from opennua.store import Session as SessionRecord
+from opennua.store import Execution, SessionRecord, Store, Won, open_store
 from opennua.supervisor import Supervisor
 
 SID, TID, EID = "ses_01JSUP000000000000000000", "trn_01JSUP000000000000000000", "exe_01JSUP0000"
@@ -85,7 +84,10 @@ async def _state(store: Store) -> Any:
     return replay(action_from_dict(raw) for raw in await store.read(SID, 0, 100_000))
 
 
-async def test_demo_suspends_resumes_after_answer_and_completes(tmp_path: Path) -> None:
+@pytest.mark.parametrize("option", ["allow_once", "reject_once"])
+async def test_demo_suspends_resumes_after_answer_and_completes(
+    tmp_path: Path, option: str
+) -> None:
     store = await open_store(f"sqlite:///{tmp_path}/nua.db", data_dir=tmp_path)
     async with store:
         await _accept(store, time.time())
@@ -100,7 +102,13 @@ async def test_demo_suspends_resumes_after_answer_and_completes(tmp_path: Path) 
         runner = asyncio.create_task(supervisor.run())
         try:
             requests = await _wait(lambda: store.list_input_requests(SID, status="open"))
-            assert (await store.get_execution(EID)).status == "waiting_input"
+
+            async def parked() -> bool:
+                # The request opens with its step; the park (after the workspace commit)
+                # is the attempt's next unit.
+                return (await store.get_execution(EID)).status == "waiting_input"
+
+            await _wait(parked)
             request = requests[0]
             state = await _state(store)
             assert state["status"] == "requires_action"
@@ -109,14 +117,14 @@ async def test_demo_suspends_resumes_after_answer_and_completes(tmp_path: Path) 
                 {
                     "request_id": request.request_id,
                     "outcome": "selected",
-                    "option_id": "allow_once",
+                    "option_id": option,
                     "answered_by": {"client_id": "cli_t", "principal_id": "prn_o"},
                 },
                 "answer",
             )
             outcome = await store.resolve_input(
                 request.request_id,
-                {"outcome": "selected", "option_id": "allow_once"},
+                {"outcome": "selected", "option_id": option},
                 "prn_o",
                 "cli_t",
                 time.time(),
@@ -141,15 +149,19 @@ async def test_demo_suspends_resumes_after_answer_and_completes(tmp_path: Path) 
         assert turn["attempts"][1]["resumed_from_checkpoint"] is True
         assert len(turn["workers"]) == 1
         assert [a["name"] for a in state["artifacts"].values()] == ["report.md"]
-        terminal = {"completed", "failed", "cancelled"}
-        assert all(call["status"] in terminal for call in turn["tool_calls"].values())
+        shell = next(c for c in turn["tool_calls"].values() if c["name"] == "shell")
+        assert shell["status"] == ("completed" if option == "allow_once" else "rejected")
+        others = [c for c in turn["tool_calls"].values() if c["name"] != "shell"]
+        assert all(c["status"] == "completed" for c in others)
         assert turn["usage"]["cache_read_input_tokens"] > 0
         artifact = next(iter(state["artifacts"].values()))
         assert b"report" in (await store.blobs.read(artifact["sha256"])).lower()
         # Every tool call but the sub-agent's `task` has a completed ledger entry, keyed by
         # its call id, which is also its idempotency key: the entry does not store it twice.
         ledger = await store.get_ledger(EID)
-        calls = {i for i, c in turn["tool_calls"].items() if c["name"] != "task"}
+        # A rejected call never started, so it has no entry at all.
+        ran = {"task"} if option == "allow_once" else {"task", "shell"}
+        calls = {i for i, c in turn["tool_calls"].items() if c["name"] not in ran}
         assert {e.tool_call_id for e in ledger} == calls
         assert {(e.status, e.idempotency_key) for e in ledger} == {("completed", None)}
 
@@ -306,3 +318,52 @@ async def test_deadline_passing_while_running_ends_the_turn(
             await _stop(supervisor, runner)
         turn = (await _state(store))["turns"][0]
         assert turn["stop_reason"] == "deadline_exceeded"
+
+
+async def test_a_grant_that_no_longer_holds_ends_the_run_revoked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The grant is checked at claim and on every heartbeat; the first "no" stops it."""
+    monkeypatch.setenv("NUA_DEMO_STEP_DELAY", "0.3")
+    verdict: dict[str, str | None] = {"now": None}
+    checks: list[str] = []
+
+    async def grant_check(execution_id: str) -> str | None:
+        checks.append(execution_id)
+        return verdict["now"]
+
+    store = await open_store(f"sqlite:///{tmp_path}/nua.db", data_dir=tmp_path)
+    async with store:
+        await _accept(store, time.time())
+        supervisor = Supervisor(
+            store,
+            default_agent("scripted:demo"),
+            supervisor_id="sup_a",
+            data_dir=tmp_path,
+            ttl=0.6,
+            poll_interval=0.05,
+            grant_check=grant_check,
+        )
+        runner = await _run_until(supervisor)
+        try:
+
+            async def running() -> bool:
+                return (await store.get_execution(EID)).status == "running"
+
+            await _wait(running)
+            verdict["now"] = "membership_removed"
+            revoked_at = time.monotonic()
+
+            async def ended() -> bool:
+                return (await store.get_execution(EID)).status == "revoked"
+
+            await _wait(ended, timeout=5)
+            assert time.monotonic() - revoked_at < 2.0
+        finally:
+            await _stop(supervisor, runner)
+        assert checks and set(checks) == {EID}
+        execution = await store.get_execution(EID)
+        assert execution.error["code"] == "grant_revoked"
+        assert "membership_removed" in execution.error["message"]
+        turn = (await _state(store))["turns"][0]
+        assert turn["stop_reason"] == "revoked" and turn["error"]["code"] == "grant_revoked"

@@ -7,13 +7,35 @@ from typing import Annotated
 
 import typer
 
+from opennua.cli._auth import (
+    agent_app,
+    login,
+    member_app,
+    token_app,
+    user_app,
+    whoami,
+    workspace_app,
+)
+from opennua.cli._automation import hook_app, schedule_app
+from opennua.cli._bridge import bridge_app
 from opennua.cli._context import EXIT_CODES_HELP, Settings
 from opennua.cli._demo import demo
 from opennua.cli._intents import answer, cancel, retry
-from opennua.cli._read import artifact_app, artifacts, history, sessions, show, trace, usage
+from opennua.cli._plugins import deploy, deployment_app, deployments, plugin_app
+from opennua.cli._read import (
+    artifact_app,
+    artifacts,
+    diff,
+    history,
+    sessions,
+    show,
+    trace,
+    usage,
+)
 from opennua.cli._run import attach, run
 from opennua.cli._schema import schema
-from opennua.cli._serve import serve_command
+from opennua.cli._secrets import audit, secret_app
+from opennua.cli._serve import rotate_key_command, serve_command
 
 app = typer.Typer(
     name="nua",
@@ -35,8 +57,26 @@ app.command()(trace)
 app.command()(cancel)
 app.command()(retry)
 app.command()(artifacts)
+app.command()(diff)
 app.add_typer(artifact_app, name="artifact")
+app.add_typer(bridge_app, name="bridge")
 app.command()(schema)
+app.add_typer(plugin_app, name="plugin")
+app.command()(deploy)
+app.command()(deployments)
+app.add_typer(deployment_app, name="deployment")
+app.command()(login)
+app.command()(whoami)
+app.add_typer(workspace_app, name="workspace")
+app.add_typer(user_app, name="user")
+app.add_typer(member_app, name="member")
+app.add_typer(agent_app, name="agent-principal")
+app.add_typer(token_app, name="token")
+secret_app.command("rotate-key")(rotate_key_command)
+app.add_typer(secret_app, name="secret")
+app.command()(audit)
+app.add_typer(schedule_app, name="schedule")
+app.add_typer(hook_app, name="hook")
 
 
 @app.callback()
@@ -48,7 +88,9 @@ def _root(
     ] = None,
     token: Annotated[
         str | None,
-        typer.Option(envvar="NUA_TOKEN", help="Bearer token (default: DATA/token)."),
+        typer.Option(
+            envvar="NUA_TOKEN", help="Bearer token (default: from `nua login`, else DATA/token)."
+        ),
     ] = None,
     data: Annotated[
         Path | None,

@@ -1,7 +1,8 @@
 """What every client command shares: where the server is, how errors become exit codes.
 
-The URL comes from `--url`, else `NUA_URL`, else the `url` file `nua serve` writes into the
-data directory, else the default; the token from `--token`, else `NUA_TOKEN`, else the
+The URL comes from `--url`, else `NUA_URL`, else the server of the last `nua login`, else
+the `url` file `nua serve` writes into the data directory, else the default; the token
+from `--token`, else `NUA_TOKEN`, else the one `nua login` stored for that URL, else the
 data directory's `token` file. The data directory is `--data`, else `NUA_DATA`, else
 `~/.nua`.
 """
@@ -18,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.console import Console
-from rich.text import Text
 
+from opennua.cli._credentials import default_server, stored_token
+from opennua.cli._safe import SafeConsole, SafeText, json_line
 from opennua.client import (
     DEFAULT_URL,
     ApiError,
@@ -65,18 +66,10 @@ def default_data_dir() -> Path:
     return Path(os.environ.get("NUA_DATA") or Path.home() / ".nua")
 
 
-def write_url_file(data_dir: Path, host: str, port: int) -> None:
-    """Tell local clients where `nua serve` listens (a wildcard bind is reached on loopback)."""
-    reach = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
-    reach = f"[{reach}]" if ":" in reach else reach
-    data_dir.mkdir(parents=True, exist_ok=True)
-    (data_dir / "url").write_text(f"http://{reach}:{port}\n", encoding="utf-8")
-
-
-def _stdout_console() -> Console:
-    # No markup anywhere: printed text carries ids, errors and tool output, in which
-    # "[...]" is content, not a style. Styles are given explicitly (rich.text.Text).
-    console = Console(highlight=False, markup=False)
+def _stdout_console() -> SafeConsole:
+    # Printed text carries ids, errors, model and tool output: a SafeConsole interprets none
+    # of it (no markup, no emoji codes) and cleans every string of control sequences.
+    console = SafeConsole()
     if not console.is_terminal and "COLUMNS" not in os.environ:
         # Piped output is read by programs and people with wide windows: 80 columns would
         # cut ids in tables. A terminal (or COLUMNS) still decides its own width.
@@ -90,10 +83,8 @@ class Settings:
     token_option: str | None = None
     data_option: Path | None = None
     client_id: str | None = None
-    stdout: Console = field(default_factory=lambda: _stdout_console())
-    stderr: Console = field(
-        default_factory=lambda: Console(stderr=True, highlight=False, markup=False)
-    )
+    stdout: SafeConsole = field(default_factory=lambda: _stdout_console())
+    stderr: SafeConsole = field(default_factory=lambda: SafeConsole(stderr=True))
 
     @property
     def data_dir(self) -> Path:
@@ -103,12 +94,12 @@ class Settings:
     def url(self) -> str:
         if self.url_option:
             return self.url_option
-        written = self._read(self.data_dir / "url")
+        written = default_server() or self._read(self.data_dir / "url")
         return written or DEFAULT_URL
 
     @property
     def token(self) -> str | None:
-        return self.token_option or self._read(self.data_dir / "token")
+        return self.token_option or stored_token(self.url) or self._read(self.data_dir / "token")
 
     def client(self) -> Client:
         return connect(self.url, self.token, client_id=self.client_id)
@@ -154,8 +145,13 @@ def describe(exc: ClientError, settings: Settings) -> str:
             "or point --url / NUA_URL at it."
         )
     if isinstance(exc, UnauthorizedError):
+        if exc.status == 403:
+            return f"forbidden ({exc.code}): {exc.detail}"
         where = settings.data_dir / "token"
-        return f"not authorized ({exc.detail}). Pass --token / NUA_TOKEN, or use {where}."
+        return (
+            f"not authorized ({exc.code}: {exc.detail}). Run `nua login URL`, pass --token / "
+            f"NUA_TOKEN, or use {where}."
+        )
     if isinstance(exc, ConflictError) and exc.resolution is not None:
         return "conflict: " + who_answered(exc.resolution)
     if isinstance(exc, ApiError):
@@ -203,8 +199,8 @@ def execute(
     raise typer.Exit(code or 0)
 
 
-def error_text(message: str) -> Text:
-    return Text.assemble(("error:", "red"), " ", message)
+def error_text(message: str) -> SafeText:
+    return SafeText.assemble(("error:", "red"), " ", message)
 
 
 def fail(settings: Settings, message: str, code: ExitCode = ExitCode.USAGE) -> typer.Exit:
@@ -213,6 +209,6 @@ def fail(settings: Settings, message: str, code: ExitCode = ExitCode.USAGE) -> t
 
 
 def write_line(text: str) -> None:
-    """Machine output goes straight to stdout: no wrapping, no markup."""
-    sys.stdout.write(text + "\n")
+    """Machine output (JSON) goes straight to stdout, exact: no wrapping, no markup."""
+    sys.stdout.write(json_line(text) + "\n")
     sys.stdout.flush()

@@ -10,19 +10,23 @@ for `nua run`, and the log under the data directory shows the server's side.
 from __future__ import annotations
 
 import asyncio
+import os
+import re
 import signal
 import subprocess
 import sys
+import threading
 import time
-from typing import Annotated
+from pathlib import Path
+from typing import IO, Annotated, BinaryIO
 
 import typer
-from rich.text import Text
 
 from opennua.client import connect
 
 from ._context import DEFAULT_PORT, ExitCode, Settings, execute, fail, settings
 from ._run import _Attached, _detached, _prompt_default, run_task
+from ._safe import SafeText
 
 DEMO_PROMPT = "Write a short report on why durable agent sessions matter."
 
@@ -35,37 +39,70 @@ def _reachable(config: Settings) -> bool:
     return asyncio.run(probe())
 
 
-def _start_server(config: Settings, port: int) -> subprocess.Popen[bytes]:
+# The login link `nua serve` prints carries the owner token.
+_TOKEN_IN_LINK = re.compile(rb"(/login\?token=)[^\s&]+")
+
+
+def _open_log(path: Path) -> BinaryIO:
+    """The server's log, readable by this user only whatever the umask (and an older,
+    more open one closed down)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.fchmod(fd, 0o600)
+    return os.fdopen(fd, "ab")
+
+
+def _copy_redacted(source: IO[bytes], log: BinaryIO) -> None:
+    """Copy the server's output into its log line by line, the token cut out of the login
+    link: a log is what people paste into bug reports."""
+    with source, log:
+        for line in iter(source.readline, b""):
+            log.write(_TOKEN_IN_LINK.sub(rb"\1<the token in DATA/token>", line))
+            log.flush()
+
+
+class _Child:
+    """`nua serve` as the demo's child process, its output copied into its log."""
+
+    def __init__(self, data: Path, port: int) -> None:
+        args = [sys.executable, "-m", "opennua.cli", "serve", "--data", str(data)]
+        log = _open_log(data / "demo-serve.log")
+        self.proc = subprocess.Popen(
+            [*args, "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        )
+        assert self.proc.stdout is not None
+        self._copier = threading.Thread(
+            target=_copy_redacted, args=(self.proc.stdout, log), daemon=True
+        )
+        self._copier.start()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        self._copier.join(5)  # the server's last lines reach the log
+
+
+def _start_server(config: Settings, port: int) -> _Child:
     data = config.data_dir
     data.mkdir(parents=True, exist_ok=True)
-    args = [sys.executable, "-m", "opennua.cli", "serve", "--data", str(data), "--port", str(port)]
-    log = (data / "demo-serve.log").open("ab")
-    try:
-        proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
-    finally:
-        log.close()
+    child = _Child(data, port)
     config.url_option = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        if proc.poll() is not None:
+        if child.proc.poll() is not None:
+            child.stop()
             raise fail(
                 config, f"nua serve exited; see {data / 'demo-serve.log'}", ExitCode.UNREACHABLE
             )
         if (data / "token").exists() and _reachable(config):
-            return proc
+            return child
         time.sleep(0.2)
-    _stop(proc)
+    child.stop()
     raise fail(config, "nua serve did not start within 30 s", ExitCode.UNREACHABLE)
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
 
 
 def demo(
@@ -85,9 +122,10 @@ def demo(
     child = None if _reachable(config) else _start_server(config, port)
     if child is not None:
         config.stderr.print(
-            Text(
-                f"started nua serve (pid {child.pid}) on {config.url}, data in "
-                f"{config.data_dir}; it stops when the demo ends",
+            SafeText(
+                f"started nua serve (pid {child.proc.pid}) on {config.url}, data in "
+                f"{config.data_dir}; it stops when the demo ends\n"
+                f"web UI: {config.url}/ (log in with the token in {config.data_dir / 'token'})",
                 style="dim",
             ),
             soft_wrap=True,
@@ -125,9 +163,9 @@ def demo(
         )
     finally:
         if child is not None:
-            _stop(child)
+            child.stop()
             config.stderr.print(
-                Text(
+                SafeText(
                     "stopped the demo's server. Next: `nua serve` in one terminal and "
                     '`nua run "…"` in another (see docs/cli.md).',
                     style="dim",

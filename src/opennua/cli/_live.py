@@ -18,12 +18,13 @@ import contextlib
 import json
 import sys
 import threading
+from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any, TextIO
 
-from rich.console import Console, Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.live import Live
 from rich.spinner import Spinner
-from rich.text import Text
 
 from opennua.client import (
     ActionEvent,
@@ -35,10 +36,20 @@ from opennua.client import (
     SessionClient,
     Subscription,
 )
-from opennua.protocol.state import InputRequest, Session, Turn
+from opennua.protocol.state import InputRequest, SessionState, Turn
 
 from ._context import ExitCode, who_answered
-from ._render import current_step, is_final, item_lines, plan_lines, turn_footer, turn_header
+from ._render import (
+    current_step,
+    input_lines,
+    is_final,
+    item_lines,
+    model_retry_text,
+    plan_lines,
+    turn_footer,
+    turn_header,
+)
+from ._safe import SafeText, json_line
 
 
 class LineReader:
@@ -101,6 +112,7 @@ class Follower:
         follow: bool = False,
         until_seq: int = 0,
         lines: LineReader | None = None,
+        now: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self.session = session
         self.console = console
@@ -113,19 +125,21 @@ class Follower:
         # Not done before the state has caught up with the log as it was when we started.
         self.until_seq = until_seq
         self.lines = lines or LineReader()
+        self.now = now  # the countdown to a model retry reads this clock
         self.first_turn = 0
         self.cursor: dict[str, int] = {}
         self.closed: set[str] = set()
         self.hinted: set[str] = set()
         self.asked: set[str] = set()
         self.status = ""
+        self._activity: dict[str, str] = {}
         self._live: Live | None = None
         self._prompt_task: asyncio.Task[None] | None = None
         self._prompt_request: str | None = None
         self._event: asyncio.Future[Event] | None = None
 
     @property
-    def state(self) -> Session:
+    def state(self) -> SessionState:
         return self.session.local.state
 
     async def run(self, subscription: Subscription) -> int:
@@ -173,20 +187,23 @@ class Follower:
         if isinstance(event, ActionEvent):
             if self.json_lines:
                 # As the Host sent it, keys sorted: the same bytes `nua history --json` prints.
-                sys.stdout.write(json.dumps(event.raw, sort_keys=True, ensure_ascii=False) + "\n")
+                line = json.dumps(event.raw, sort_keys=True, ensure_ascii=False)
+                sys.stdout.write(json_line(line) + "\n")
                 sys.stdout.flush()
             self.status = ""
         elif isinstance(event, ConnectionEvent):
             if event.status == "disconnected":
                 self.status = f"reconnecting in {event.retry_in:.1f}s ({event.error})"
                 if not self.console.is_terminal or self.json_lines:
-                    self.stderr.print(Text(f"connection lost: {self.status}", style="dim"))
+                    self.stderr.print(SafeText(f"connection lost: {self.status}", style="dim"))
             else:
                 self.status = ""
                 if not self.console.is_terminal or self.json_lines:
-                    self.stderr.print(Text("reconnected", style="dim"))
+                    self.stderr.print(SafeText("reconnected", style="dim"))
         else:
-            self.stderr.print(Text(f"resynced from a snapshot at seq {event.to_seq}", style="dim"))
+            self.stderr.print(
+                SafeText(f"resynced from a snapshot at seq {event.to_seq}", style="dim")
+            )
 
     def _followed(self) -> list[Turn]:
         turns = self.state["turns"]
@@ -205,7 +222,7 @@ class Follower:
             return None
         if not followed:
             if self.turn_id is None and not self.follow:
-                self._print(Text("no turns yet", style="dim"))
+                self._print(SafeText("no turns yet", style="dim"))
                 return ExitCode.OK
             return None
         done = all(t["turn_id"] in self.closed for t in followed) and not self.follow
@@ -231,14 +248,15 @@ class Follower:
             self._print(*item_lines(self.state, turn, item, 1, reasoning=self.reasoning))
             self.cursor[tid] += 1
         if ended:
-            self._print(*[Text("  ") + line for line in turn_footer(turn)])
+            self._print(*[SafeText("  ") + line for line in turn_footer(turn)])
             self.closed.add(tid)
 
     def _footer(self) -> RenderableType:
         parts: list[RenderableType] = []
         for pending in self.session.local.pending_messages():
-            parts.append(Text(f"  › {pending.text}  ({pending.status}…)", style="dim"))
+            parts.append(SafeText(f"  › {pending.text}  ({pending.status}…)", style="dim"))
         step = ""
+        now = self.now()
         for turn in self._followed():
             if turn["turn_id"] in self.closed:
                 continue
@@ -246,13 +264,13 @@ class Follower:
                 parts += item_lines(self.state, turn, item, 1, reasoning=self.reasoning)
             if turn["plan"]:
                 parts += plan_lines(list(turn["plan"]), 1)
-            step = current_step(turn)
+            step = current_step(turn, now)
         if not step:
             followed = self._followed()
             ended = followed and all(t["turn_id"] in self.closed for t in followed)
             step = "done" if ended else "waiting for the task to start"
         spinner_text = self.status or step
-        parts.append(Spinner("dots", text=Text(spinner_text, style="cyan")))
+        parts.append(Spinner("dots", text=SafeText(spinner_text, style="cyan")))
         return Group(*parts)
 
     def _print(self, *lines: RenderableType) -> None:
@@ -265,8 +283,9 @@ class Follower:
     def _show(self) -> None:
         if self.json_lines or not self.console.is_terminal or self._live is not None:
             return
+        # Drawn afresh at every refresh, so a retry's countdown moves between actions too.
         self._live = Live(
-            self._footer(), console=self.console, refresh_per_second=10, transient=True
+            _Drawn(self._footer), console=self.console, refresh_per_second=10, transient=True
         )
         self._live.start()
 
@@ -277,7 +296,20 @@ class Follower:
 
     def _refresh(self) -> None:
         if self._live is not None:
-            self._live.update(self._footer())
+            self._live.refresh()
+        elif not self.json_lines:
+            self._report_activity()
+
+    def _report_activity(self) -> None:
+        """Without a live footer (piped), say each model retry once, on stderr. (Waiting for
+        the model is not reported there: it happens at every step and would be noise.)"""
+        for turn in self._followed():
+            retry = turn["model_retry"] if turn["state"] != "ended" else None
+            text = model_retry_text(retry) if retry is not None else ""
+            if text != self._activity.get(turn["turn_id"], ""):
+                self._activity[turn["turn_id"]] = text
+                if text:
+                    self.stderr.print(SafeText(text, style="yellow"), soft_wrap=True)
 
     # -- input requests ------------------------------------------------------------------
 
@@ -306,10 +338,15 @@ class Follower:
                 option = next(iter(request["options"] or []), {}).get("option_id")
                 answer = f"--option {option}" if option else '--text "…"'
                 self.stderr.print(
-                    Text.assemble(
-                        ("waiting for input", "yellow"),
-                        f" {rid}: {request['prompt']}\n  answer from anywhere: "
-                        f"nua answer {self.state['session_id']} {rid} {answer}",
+                    SafeText.assemble(
+                        ("waiting for input", "yellow"), f" {rid}: {request['prompt']}"
+                    )
+                )
+                self.stderr.print(*self._asked_about(turn, request))
+                self.stderr.print(
+                    SafeText(
+                        "  answer from anywhere: "
+                        f"nua answer {self.state['session_id']} {rid} {answer}"
                     ),
                     soft_wrap=True,
                 )
@@ -321,7 +358,7 @@ class Follower:
         self._prompt_task = self._prompt_request = None
         if resolution.get("status") == "resolved":
             message = who_answered({**resolution, "request_id": request_id})
-            self.stderr.print(Text(f"\n{message}", style="yellow"), soft_wrap=True)
+            self.stderr.print(SafeText(f"\n{message}", style="yellow"), soft_wrap=True)
         self._show()
 
     def _resolution(self, request_id: str) -> dict[str, Any] | None:
@@ -337,20 +374,27 @@ class Follower:
             with contextlib.suppress(BaseException):
                 await self._prompt_task
 
+    @staticmethod
+    def _asked_about(turn: Turn, request: InputRequest) -> list[RenderableType]:
+        """The tool call a request asks about, its input whole: what the answer decides."""
+        call = turn["tool_calls"].get(request["tool_call_id"] or "")
+        if call is None:
+            return []
+        head = SafeText(f"  {call['title'] or call['name']} ({call['name']}), input in full:")
+        return [head, *input_lines(call["input"], 2)]
+
     async def _ask(self, turn: Turn, request: InputRequest) -> None:
         self._hide()
         out = self.console
         rid = request["request_id"]
-        call = turn["tool_calls"].get(request["tool_call_id"] or "")
-        out.print(Text(f"? {request['prompt']}", style="bold yellow"))
-        if call is not None:
-            out.print(Text(f"  {call['title']}: {json.dumps(call['input'])[:200]}", style="dim"))
+        out.print(SafeText(f"? {request['prompt']}", style="bold yellow"))
+        out.print(*self._asked_about(turn, request))
         options = request["options"] or []
         for number, option in enumerate(options, 1):
-            out.print(Text(f"  {number}) {option.get('name')} [{option.get('option_id')}]"))
+            out.print(SafeText(f"  {number}) {option.get('name')} [{option.get('option_id')}]"))
         while True:
             hint = f"1-{len(options)} or an option id" if options else "your answer"
-            out.print(Text(f"  answer ({hint}): "), end="")
+            out.print(SafeText(f"  answer ({hint}): "), end="")
             line = await self.lines.readline()
             if not sys.stdin.isatty():
                 out.print()  # nobody typed Enter on a terminal: end the prompt line ourselves
@@ -364,23 +408,35 @@ class Follower:
                 break
             answer = _parse_answer(line.strip(), options)
             if answer is None:
-                out.print(Text("  not one of the options", style="red"))
+                out.print(SafeText("  not one of the options", style="red"))
                 continue
             try:
                 resolution = await self.session.answer(rid, **answer)
             except ConflictError as exc:
                 message = who_answered(exc.resolution) if exc.resolution else exc.detail
-                self.stderr.print(Text(f"conflict: {message}", style="yellow"), soft_wrap=True)
+                self.stderr.print(SafeText(f"conflict: {message}", style="yellow"), soft_wrap=True)
             except GoneError as exc:
-                self.stderr.print(Text(f"too late: {exc.detail}", style="yellow"), soft_wrap=True)
+                self.stderr.print(
+                    SafeText(f"too late: {exc.detail}", style="yellow"), soft_wrap=True
+                )
             except InvalidRequestError as exc:
-                out.print(Text(f"  {exc.detail}", style="red"))
+                out.print(SafeText(f"  {exc.detail}", style="red"))
                 continue
             else:
                 choice = resolution.get("option_id") or json.dumps(resolution.get("payload"))
-                out.print(Text(f"  answered: {choice}", style="green"))
+                out.print(SafeText(f"  answered: {choice}", style="green"))
             break
         self._show()
+
+
+class _Drawn:
+    """A renderable that asks `draw` for its content each time it is rendered."""
+
+    def __init__(self, draw: Callable[[], RenderableType]) -> None:
+        self._draw = draw
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield self._draw()
 
 
 def _parse_answer(line: str, options: list[dict[str, Any]]) -> dict[str, Any] | None:

@@ -9,21 +9,24 @@ from __future__ import annotations
 
 import json
 import sys
+import time
+from datetime import UTC, datetime
+from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.cells import cell_len
 from rich.table import Table
-from rich.text import Text
 from rich.tree import Tree
 
 from opennua.client import Client, NotFoundError
-from opennua.protocol import Session, state_to_json
+from opennua.protocol import SessionState, state_to_json
 from opennua.protocol.state import USAGE_FIELDS, Turn
 
-from ._context import Settings, execute, write_line
-from ._render import render_session, usage_rows
+from ._context import Settings, execute, fail, settings, write_line
+from ._render import render_session, short_digest, usage_rows
+from ._safe import SafeText, clean
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 Sid = Annotated[str, typer.Argument(metavar="SID", help="A session id.")]
@@ -46,14 +49,11 @@ def sessions(
             for item in items:
                 write_line(json.dumps(item, sort_keys=True, ensure_ascii=False))
             return 0
-        table = _Table("session!", "title", "actions", "created!")
+        table = _Table("session!", "title", "agent", "created!")
         for item in items:
-            table.add_row(
-                item["session_id"],
-                item.get("title") or "",
-                str(item["last_seq"]),
-                item["created_at"],
-            )
+            digest = item.get("snapshot_digest")
+            agent = " ".join(filter(None, [item.get("plugin"), digest and short_digest(digest)]))
+            table.add_row(item["session_id"], item.get("title") or "", agent, item["created_at"])
         cfg.stdout.print(table.fit(cfg.stdout.width) if items else "no sessions yet")
         return 0
 
@@ -68,14 +68,20 @@ def show(
     ] = False,
     reasoning: Annotated[bool, typer.Option("--reasoning", help="Show reasoning in full.")] = False,
 ) -> None:
-    """Show a session: every turn's timeline, plan, sub-agents, artifacts and usage."""
+    """Show a session: every turn's timeline, plan, sub-agents, artifacts and usage, and
+    who each execution ran as (principal), what caused it (trigger) and what ran it
+    (workload)."""
 
     async def body(client: Client, cfg: Settings) -> int:
         _, state = await client.session(session_id).snapshot()
         if json_out:
             write_line(state_to_json(state))
-        else:
-            cfg.stdout.print(render_session(state, reasoning=reasoning))
+            return 0
+        cfg.stdout.print(render_session(state, reasoning=reasoning))
+        for turn in state["turns"]:
+            if turn.get("execution_id"):
+                execution = await client.execution(turn["execution_id"])
+                cfg.stdout.print(SafeText(execution_line(execution)))
         return 0
 
     execute(ctx, body)
@@ -124,6 +130,8 @@ class _Table(Table):
                 self.add_column(column, no_wrap=True, overflow="ellipsis")
 
     def add_row(self, *cells: Any, **kwargs: Any) -> None:
+        # Cleaned here as well as when printed, so widths are those of what is shown.
+        cells = tuple(clean(cell) if isinstance(cell, str) else cell for cell in cells)
         for index in self._fixed:
             column = self.columns[index]
             column.min_width = max(column.min_width or 0, cell_len(str(cells[index])))
@@ -139,7 +147,7 @@ class _Table(Table):
         return self
 
 
-def usage_report(state: Session) -> dict[str, Any]:
+def usage_report(state: SessionState) -> dict[str, Any]:
     return {
         "session_id": state["session_id"],
         "usage": state["usage"],
@@ -159,8 +167,28 @@ def usage_report(state: Session) -> dict[str, Any]:
     }
 
 
-def usage(ctx: typer.Context, session_id: Sid, json_out: JsonFlag = False) -> None:
-    """Token usage per turn and per model; sub-agents are shown and included in their turn."""
+def usage(
+    ctx: typer.Context,
+    session_id: Annotated[
+        str | None, typer.Argument(metavar="[SID]", help="A session (else: all of a workspace).")
+    ] = None,
+    by: Annotated[
+        str, typer.Option("--by", help="Without SID: principal, workspace or model.")
+    ] = "principal",
+    since: Annotated[
+        str | None,
+        typer.Option("--since", help="Without SID: 30m, 12h, 7d, an ISO date or unix seconds."),
+    ] = None,
+    workspace: Annotated[
+        str | None, typer.Option("--workspace", help="Without SID: default your first.")
+    ] = None,
+    json_out: JsonFlag = False,
+) -> None:
+    """Token usage of a session per turn and model (sub-agents included in their turn);
+    without SID, a workspace's usage per execution principal, workspace or model."""
+    if session_id is None:
+        _aggregate_usage(ctx, by, since, workspace, json_out)
+        return
 
     async def body(client: Client, cfg: Settings) -> int:
         _, state = await client.session(session_id).snapshot()
@@ -172,11 +200,77 @@ def usage(ctx: typer.Context, session_id: Sid, json_out: JsonFlag = False) -> No
         shown = None
         for turn_id, label, amounts in usage_rows(state):
             if turn_id and turn_id != shown:
-                table.add_row(Text(f"turn {turn_id}", style="bold"), *[""] * 5)
+                table.add_row(SafeText(f"turn {turn_id}", style="bold"), *[""] * 5)
             shown = turn_id
             row = [f"{amounts[f]:,}" for f in USAGE_FIELDS]  # type: ignore[literal-required]
             style = "bold" if label.endswith("total") else None
             table.add_row(label if not turn_id else f"  {label}", *row, style=style)
+        cfg.stdout.print(table.fit(cfg.stdout.width))
+        return 0
+
+    execute(ctx, body)
+
+
+def execution_line(e: dict[str, Any]) -> str:
+    """`turn … execution … as PRINCIPAL · trigger KIND by … · workload …`."""
+    trigger = e.get("trigger") or {}
+    w = e.get("workload") or {}
+    ran = f"{w.get('supervisor_id')} attempt {w.get('attempt')}" if w.get("attempt") else "none"
+    return (
+        f"turn {e['turn_id']} execution {e['execution_id']} ({e['status']}) · "
+        f"principal {e.get('principal_id')} · trigger {trigger.get('kind')} by "
+        f"{trigger.get('principal_id')} · workload snapshot {w.get('snapshot_digest')} "
+        f"deployment {w.get('deployment_digest')} ran on {ran}"
+    )
+
+
+def parse_since(text: str, now: float) -> float:
+    """`30m`, `12h`, `7d` (ago), an ISO 8601 date/time (UTC if no zone) or unix seconds."""
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    text = text.strip()
+    if text[:-1].isdigit() and text[-1:] in units:
+        return now - int(text[:-1]) * units[text[-1]]
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    moment = datetime.fromisoformat(text)
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
+
+
+def _aggregate_usage(
+    ctx: typer.Context, by: str, since: str | None, workspace: str | None, json_out: bool
+) -> None:
+    config = settings(ctx)
+    if by not in ("principal", "workspace", "model"):
+        raise fail(config, "--by must be principal, workspace or model")
+    params: dict[str, Any] = {"by": by}
+    if since is not None:
+        try:
+            params["since"] = parse_since(since, time.time())
+        except ValueError:
+            raise fail(
+                config, f"--since {since!r}: give 30m, 12h, 7d, an ISO date or seconds"
+            ) from None
+    if workspace is not None:
+        params["workspace_id"] = workspace
+
+    async def body(client: Client, cfg: Settings) -> int:
+        report = await client.get_json("/v1/usage", **params)
+        if json_out:
+            write_line(json.dumps(report, sort_keys=True))
+            return 0
+        table = _Table(
+            by, "input!", "output!", "cache read!", "cache write!", "reasoning!", "cost USD!"
+        )
+        for item in report["items"]:
+            row = [f"{item[f]:,}" for f in USAGE_FIELDS]
+            cost = f"{Decimal(item['cost_usd']):.4f}"
+            if item["unpriced_responses"]:
+                cost += f" (+{item['unpriced_responses']} unpriced)"
+            table.add_row(item["key"] or "(none)", *row, cost)
         cfg.stdout.print(table.fit(cfg.stdout.width))
         return 0
 
@@ -200,7 +294,7 @@ def _root_run(turn: Turn) -> str | None:
     return next(iter(parents), None)
 
 
-async def trace_report(client: Client, state: Session) -> dict[str, Any]:
+async def trace_report(client: Client, state: SessionState) -> dict[str, Any]:
     """session → turn (trace id) → execution → attempts → runs with parent links."""
     turns = []
     for turn in state["turns"]:
@@ -294,8 +388,8 @@ def trace(ctx: typer.Context, session_id: Sid, json_out: JsonFlag = False) -> No
     execute(ctx, body)
 
 
-def _label(kind: str, *parts: str) -> Text:
-    label = Text(kind, style="bold")
+def _label(kind: str, *parts: str) -> SafeText:
+    label = SafeText(kind, style="bold")
     for part in parts:
         if part:
             label.append(" " + part)
@@ -310,6 +404,23 @@ def _add_runs(node: Tree, by_parent: dict[str | None, list[dict[str, Any]]], par
         _add_runs(child, by_parent, run["run_id"])
 
 
+def diff(
+    ctx: typer.Context,
+    session_id: Sid,
+    change_id: Annotated[str, typer.Argument(metavar="CHANGE", help="A file change's id.")],
+) -> None:
+    """Print the whole unified diff of a file change (the timeline shows its first lines)."""
+
+    async def body(client: Client, cfg: Settings) -> int:
+        text = await client.session(session_id).file_diff(change_id)
+        # A model wrote those bytes: on a terminal nothing of them may drive it.
+        sys.stdout.write(clean(text) if sys.stdout.isatty() else text)
+        sys.stdout.flush()
+        return 0
+
+    execute(ctx, body)
+
+
 def artifacts(ctx: typer.Context, session_id: Sid, json_out: JsonFlag = False) -> None:
     """Artifacts published in a session."""
 
@@ -320,9 +431,11 @@ def artifacts(ctx: typer.Context, session_id: Sid, json_out: JsonFlag = False) -
             for item in items:
                 write_line(json.dumps(item, sort_keys=True))
             return 0
-        table = _Table("artifact!", "name", "size!", "sha256!")
+        table = _Table("artifact!", "name", "size!", "sha256!", "state!")
         for a in items:
-            table.add_row(a["artifact_id"], a["name"], f"{a['size']:,}", a["sha256"][:16])
+            table.add_row(
+                a["artifact_id"], a["name"], f"{a['size']:,}", a["sha256"][:16], a["state"]
+            )
         cfg.stdout.print(table.fit(cfg.stdout.width) if items else "no artifacts")
         return 0
 
@@ -330,6 +443,39 @@ def artifacts(ctx: typer.Context, session_id: Sid, json_out: JsonFlag = False) -
 
 
 artifact_app = typer.Typer(help="One artifact.", no_args_is_help=True)
+
+
+@artifact_app.command("retry")
+def artifact_retry(
+    ctx: typer.Context,
+    session_id: Sid,
+    artifact_id: Annotated[str, typer.Argument(metavar="AID")],
+) -> None:
+    """Upload again an artifact whose upload failed (exit 1 while it still fails)."""
+
+    async def body(client: Client, cfg: Settings) -> int:
+        result = await client.session(session_id).retry_artifact(artifact_id)
+        error = result.get("error")
+        why = f": {error['message']}" if error else ""
+        cfg.stdout.print(f"{artifact_id} {result['state']}{why}", soft_wrap=True)
+        return 0 if result["state"] == "published" else 1
+
+    execute(ctx, body)
+
+
+@artifact_app.command("link")
+def artifact_link(
+    ctx: typer.Context, artifact_id: Annotated[str, typer.Argument(metavar="AID")]
+) -> None:
+    """Print a single-use download link for a browser (short-lived, opened without a token)."""
+
+    async def body(client: Client, cfg: Settings) -> int:
+        url, expires_at = await client.download_link(artifact_id)
+        write_line(url)
+        cfg.stderr.print(f"opens once, until {expires_at}")
+        return 0
+
+    execute(ctx, body)
 
 
 @artifact_app.command("get")

@@ -8,12 +8,12 @@ import sys
 from typing import Annotated, Literal
 
 import typer
-from rich.text import Text
 
 from opennua.client import Client
 
 from ._context import ExitCode, Settings, execute, fail, settings, write_line
 from ._live import Follower
+from ._safe import SafeText
 
 IfBusy = Literal["reject", "enqueue", "interrupt"]
 
@@ -29,7 +29,7 @@ def _detached(config: Settings, attached: _Attached) -> int:
         config.stderr.print("interrupted before the task was accepted; nothing was started")
         return ExitCode.DETACHED
     config.stderr.print(
-        Text.assemble(
+        SafeText.assemble(
             "\n",
             ("detached", "bold"),
             ": the task keeps running on the server.\n"
@@ -60,9 +60,13 @@ async def run_task(
     prompt: bool,
     reasoning: bool,
     attached: _Attached,
+    deployment: str | None = None,
+    workspace: str | None = None,
 ) -> int:
     if session_id is None:
-        session = await client.create_session(title or _title(text))
+        session = await client.create_session(
+            title or _title(text), deployment=deployment, workspace_id=workspace
+        )
         after: int | None = 0
     else:
         session = client.session(session_id)
@@ -87,7 +91,7 @@ async def run_task(
         accepted = await session.send_message(text, if_busy=if_busy)
         if not json_lines:
             config.stderr.print(
-                Text(
+                SafeText(
                     f"session {session.session_id} · turn {accepted.ids.get('turn_id')} · "
                     "Ctrl-C detaches (the task continues)",
                     style="dim",
@@ -118,6 +122,12 @@ def run(
         str | None, typer.Option("--session", "-s", help="Continue this session (SID).")
     ] = None,
     title: Annotated[str | None, typer.Option(help="Title of a new session.")] = None,
+    deployment: Annotated[
+        str | None,
+        typer.Option(
+            "--deployment", help="Run a new session on this deployment (default: default)."
+        ),
+    ] = None,
     detach: Annotated[
         bool, typer.Option("--detach", "-d", help="Return once accepted; print the ids.")
     ] = False,
@@ -136,11 +146,17 @@ def run(
     reasoning: Annotated[
         bool, typer.Option("--reasoning", help="Show reasoning in full instead of folded.")
     ] = False,
+    workspace: Annotated[
+        str | None,
+        typer.Option("--workspace", "-w", help="Workspace of a new session (default: your first)."),
+    ] = None,
 ) -> None:
     """Start a task (in a new session, or --session SID) and follow it live."""
     config = settings(ctx)
     if if_busy not in ("enqueue", "reject", "interrupt"):
         raise fail(config, "--if-busy must be enqueue, reject or interrupt")
+    if deployment is not None and session is not None:
+        raise fail(config, "--deployment starts a new session; it cannot be used with --session")
     attached = _Attached()
     execute(
         ctx,
@@ -156,6 +172,8 @@ def run(
             prompt=_prompt_default(prompt, json_lines),
             reasoning=reasoning,
             attached=attached,
+            deployment=deployment,
+            workspace=workspace,
         ),
         on_interrupt=lambda: _detached(config, attached),
     )

@@ -6,7 +6,7 @@
             await session.send_message("Write a short report")
             state = await live.wait_for(lambda s: s["status"] == "requires_action")
 
-Clients never decide facts (DESIGN.md §1): the local state is built only by the shared
+Clients never decide facts (docs/architecture.md §1): the local state is built only by the shared
 reducer (`opennua.protocol`) from actions the Host appended. This package imports
 nothing but the protocol.
 """

@@ -12,10 +12,11 @@ import asyncio
 import hashlib
 import os
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import quote, urlencode
 
 import httpx
 
@@ -23,9 +24,10 @@ from opennua.protocol import (
     Accepted,
     AnswerInput,
     Cancel,
+    ReportDelivery,
     RetryTurn,
     SendMessage,
-    Session,
+    SessionState,
     UpdateSession,
     new_id,
 )
@@ -47,6 +49,14 @@ Sleep = Callable[[float], Awaitable[None]]
 
 #: Transport failures after which a request's outcome is unknown (or it never left).
 RETRYABLE = (httpx.TransportError,)
+
+
+def segment(value: str) -> str:
+    """An id as one URL path segment: a `/`, `?`, space or control character in an id a
+    user typed can neither break the URL nor reach another route (the server says 404)."""
+    quoted = quote(value, safe="")
+    # httpx resolves "." and ".." segments away (RFC 3986), which would change the route.
+    return quoted.replace(".", "%2E") if set(value) <= {"."} else quoted
 
 
 def new_client_id() -> str:
@@ -197,11 +207,11 @@ class Client:
 
     async def execution(self, execution_id: str) -> dict[str, Any]:
         """The Supervisor's record: status, epoch, attempts, deadline."""
-        result: dict[str, Any] = await self.get_json(f"/v1/executions/{execution_id}")
+        result: dict[str, Any] = await self.get_json(f"/v1/executions/{segment(execution_id)}")
         return result
 
     async def artifact(self, artifact_id: str) -> dict[str, Any]:
-        result: dict[str, Any] = await self.get_json(f"/v1/artifacts/{artifact_id}")
+        result: dict[str, Any] = await self.get_json(f"/v1/artifacts/{segment(artifact_id)}")
         return result
 
     async def save_artifact(self, artifact_id: str, dest: Path) -> dict[str, Any]:
@@ -215,7 +225,9 @@ class Client:
         tmp = dest.with_name(f".{dest.name}.{os.getpid()}.part")
         try:
             with tmp.open("wb") as out:
-                async with self.http.stream("GET", f"/v1/artifacts/{artifact_id}/content") as r:
+                async with self.http.stream(
+                    "GET", f"/v1/artifacts/{segment(artifact_id)}/content"
+                ) as r:
                     if r.status_code >= 400:
                         await r.aread()
                         raise error_from_response(r)
@@ -234,10 +246,31 @@ class Client:
             tmp.unlink(missing_ok=True)
         return meta
 
+    async def download_link(self, artifact_id: str) -> tuple[str, str]:
+        """`(url, expires_at)`: a single-use link to the artifact for a browser or a chat
+        client, bound to this client's principal and opened without a token."""
+        body = await self._mint_link(artifact_id)
+        return str(self.http.base_url).rstrip("/") + body["url"], body["expires_at"]
+
+    async def read_artifact_by_link(self, artifact_id: str) -> tuple[dict[str, Any], bytes]:
+        """Like `read_artifact`, through a single-use link (what a bridge hands on)."""
+        meta = await self.artifact(artifact_id)
+        link = await self._mint_link(artifact_id)
+        data = (await self.request("GET", link["url"])).content
+        actual = hashlib.sha256(data).hexdigest()
+        if actual != meta["sha256"]:
+            raise IntegrityError(artifact_id, meta["sha256"], actual)
+        return meta, data
+
+    async def _mint_link(self, artifact_id: str) -> dict[str, str]:
+        response = await self.request("POST", f"/v1/artifacts/{segment(artifact_id)}/links")
+        body: dict[str, str] = response.json()
+        return body
+
     async def read_artifact(self, artifact_id: str) -> tuple[dict[str, Any], bytes]:
         """Metadata and verified bytes of a (small) artifact."""
         meta = await self.artifact(artifact_id)
-        data = (await self.request("GET", f"/v1/artifacts/{artifact_id}/content")).content
+        data = (await self.request("GET", f"/v1/artifacts/{segment(artifact_id)}/content")).content
         actual = hashlib.sha256(data).hexdigest()
         if actual != meta["sha256"]:
             raise IntegrityError(artifact_id, meta["sha256"], actual)
@@ -251,7 +284,10 @@ class Client:
         metadata: dict[str, Any] | None = None,
         *,
         intent_id: str | None = None,
+        deployment: str | None = None,
+        workspace_id: str | None = None,
     ) -> SessionClient:
+        """A new session, in `workspace_id` (default: the caller's first workspace)."""
         intent_id = intent_id or new_intent_id()
         body = {
             "title": title,
@@ -259,11 +295,99 @@ class Client:
             "client_id": self.client_id,
             "intent_id": intent_id,
         }
-        created = await self.send_intent("POST", "/v1/sessions", body, intent_id)
+        if deployment is not None:
+            body["deployment"] = deployment
+        path = "/v1/sessions"
+        if workspace_id is not None:
+            path += "?" + urlencode({"workspace_id": workspace_id})
+        created = await self.send_intent("POST", path, body, intent_id)
         return self.session(created["session_id"])
 
     def session(self, session_id: str) -> SessionClient:
         return SessionClient(self, session_id)
+
+    # -- plugins and deployments -----------------------------------------------------------
+
+    async def publish_plugin(
+        self,
+        files: Mapping[str, tuple[bytes, bool]],
+        *,
+        visibility: str = "workspace",
+        workspace_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Publish a plugin from ``{path: (content, executable)}`` into ``workspace_id``
+        (default: your first), seen by the workspace or (``private``) by you only: upload
+        only the contents the server lacks, then the listing. Returns the version and
+        whether it was new (``created``)."""
+        where = {} if workspace_id is None else {"workspace_id": workspace_id}
+        by_sha = {hashlib.sha256(data).hexdigest(): data for data, _ in files.values()}
+        missing = await self.request(
+            "POST", "/v1/plugin-files/missing", json={"sha256": sorted(by_sha)}, params=where
+        )
+        octets = {"Content-Type": "application/octet-stream"}
+        for sha in missing.json()["missing"]:
+            await self.request(
+                "POST", "/v1/plugin-files", content=by_sha[sha], headers=octets, params=where
+            )
+        listing = {
+            path: {
+                "sha256": hashlib.sha256(data).hexdigest(),
+                "size": len(data),
+                "executable": executable,
+            }
+            for path, (data, executable) in sorted(files.items())
+        }
+        response = await self.request(
+            "POST",
+            "/v1/plugins",
+            json={"files": listing, "visibility": visibility},
+            params=where,
+        )
+        version: dict[str, Any] = response.json()
+        return {**version, "created": response.status_code == 201}
+
+    async def plugins(self) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = (await self.get_json("/v1/plugins"))["items"]
+        return items
+
+    async def plugin(self, name: str) -> dict[str, Any]:
+        found: dict[str, Any] = await self.get_json(f"/v1/plugins/{segment(name)}")
+        return found
+
+    async def plugin_version(self, name: str, version: str) -> dict[str, Any]:
+        found: dict[str, Any] = await self.get_json(
+            f"/v1/plugins/{segment(name)}/versions/{segment(version)}"
+        )
+        return found
+
+    async def release(self, name: str, channel: str, version: str) -> dict[str, Any]:
+        path = f"/v1/plugins/{segment(name)}/channels/{segment(channel)}/release"
+        moved: dict[str, Any] = (await self.request("POST", path, json={"version": version})).json()
+        return moved
+
+    async def rollback(self, name: str, channel: str) -> dict[str, Any]:
+        path = f"/v1/plugins/{segment(name)}/channels/{segment(channel)}/rollback"
+        moved: dict[str, Any] = (await self.request("POST", path)).json()
+        return moved
+
+    async def deploy(
+        self, name: str, spec: dict[str, Any], *, workspace_id: str | None = None
+    ) -> dict[str, Any]:
+        """Save a deployment in ``workspace_id`` (default: your first)."""
+        where = {} if workspace_id is None else {"workspace_id": workspace_id}
+        saved = await self.request(
+            "PUT", f"/v1/deployments/{segment(name)}", json=spec, params=where
+        )
+        doc: dict[str, Any] = saved.json()
+        return doc
+
+    async def deployments(self) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = (await self.get_json("/v1/deployments"))["items"]
+        return items
+
+    async def deployment(self, name: str) -> dict[str, Any]:
+        doc: dict[str, Any] = await self.get_json(f"/v1/deployments/{segment(name)}")
+        return doc
 
 
 class SessionClient:
@@ -273,12 +397,12 @@ class SessionClient:
         self.client = client
         self.session_id = session_id
         self.local = LocalSession()
-        self._path = f"/v1/sessions/{session_id}"
+        self.path = f"/v1/sessions/{segment(session_id)}"  # this session's URL path
 
-    async def snapshot(self) -> tuple[int, Session]:
+    async def snapshot(self) -> tuple[int, SessionState]:
         """`(seq, canonical state)` as the Host has it now."""
-        body = await self.client.get_json(self._path)
-        state: Session = body["state"]
+        body = await self.client.get_json(self.path)
+        state: SessionState = body["state"]
         return int(body["seq"]), state
 
     async def history(
@@ -286,7 +410,7 @@ class SessionClient:
     ) -> AsyncGenerator[dict[str, Any], None]:
         """Every action with seq > `after`, in order, as the Host stored it (raw JSON)."""
         while True:
-            page = await self.client.get_json(f"{self._path}/actions", after=after, limit=page_size)
+            page = await self.client.get_json(f"{self.path}/actions", after=after, limit=page_size)
             for action in page["actions"]:
                 yield action
             if not page["actions"] or not page.get("more"):
@@ -304,6 +428,21 @@ class SessionClient:
         return Subscription(
             self, after, replay_gaps=replay_gaps, heartbeat_timeout=heartbeat_timeout
         )
+
+    async def file_diff(self, change_id: str) -> str:
+        """The whole unified diff of a file change (also one stored by reference)."""
+        response = await self.client.request(
+            "GET", f"{self.path}/file-changes/{segment(change_id)}/diff"
+        )
+        return response.text
+
+    async def retry_artifact(self, artifact_id: str) -> dict[str, Any]:
+        """Upload again an artifact whose upload failed: `{artifact_id, state, error}`."""
+        response = await self.client.request(
+            "POST", f"{self.path}/artifacts/{segment(artifact_id)}/retry"
+        )
+        result: dict[str, Any] = response.json()
+        return result
 
     # -- intents -------------------------------------------------------------------------
 
@@ -325,7 +464,7 @@ class SessionClient:
         )
         self.local.propose(intent.intent_id, parts)
         try:
-            ids = await self._send(intent, f"{self._path}/messages")
+            ids = await self._send(intent, f"{self.path}/messages")
         except (ApiError, UnreachableError) as exc:
             code = exc.code if isinstance(exc, ApiError) else "unreachable"
             self.local.reject(intent.intent_id, code, str(exc))
@@ -339,7 +478,7 @@ class SessionClient:
             client_id=self.client.client_id,
             turn_id=turn_id,
         )
-        ids = await self._send(intent, f"{self._path}/cancel")
+        ids = await self._send(intent, f"{self.path}/cancel")
         return Accepted(intent_id=intent.intent_id, ids=_strings(ids))
 
     async def retry(self, turn_id: str, *, intent_id: str | None = None) -> Accepted:
@@ -349,7 +488,9 @@ class SessionClient:
             client_id=self.client.client_id,
             turn_id=turn_id,
         )
-        ids = await self._send(intent, f"{self._path}/turns/{turn_id}/retry", exclude={"turn_id"})
+        ids = await self._send(
+            intent, f"{self.path}/turns/{segment(turn_id)}/retry", exclude={"turn_id"}
+        )
         return Accepted(intent_id=intent.intent_id, ids=_strings(ids))
 
     async def answer(
@@ -369,20 +510,28 @@ class SessionClient:
             option_id=option_id,
             payload=payload,
         )
-        path = f"{self._path}/input-requests/{request_id}/answer"
+        path = f"{self.path}/input-requests/{segment(request_id)}/answer"
         body = await self._send(intent, path, exclude={"request_id"})
         resolution: dict[str, Any] = body.get("resolution") or {}
         return resolution
+
+    async def report_delivery(self, report: ReportDelivery) -> None:
+        """Tell the Host how an external delivery fared (a bridge's report).
+
+        ConflictError (`delivery_closed`) when the delivery already reached sent or failed.
+        """
+        path = f"{self.path}/deliveries/{segment(report.delivery_id)}"
+        await self._send(report, path, exclude={"delivery_id"})
 
     async def update(self, title: str, *, intent_id: str | None = None) -> None:
         intent = UpdateSession(
             intent_id=intent_id or new_intent_id(), client_id=self.client.client_id, title=title
         )
-        await self._send(intent, self._path, method="PATCH")
+        await self._send(intent, self.path, method="PATCH")
 
     async def _send(
         self,
-        intent: SendMessage | Cancel | AnswerInput | RetryTurn | UpdateSession,
+        intent: SendMessage | Cancel | AnswerInput | RetryTurn | UpdateSession | ReportDelivery,
         path: str,
         *,
         exclude: set[str] | None = None,

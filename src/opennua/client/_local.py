@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from opennua.protocol import Action, Session, copy_state, initial_state, reduce
+from opennua.protocol import Action, SessionState, copy_state, initial_state, reduce
 
 
 @dataclass
@@ -42,7 +42,7 @@ class RolledBack:
 
 @dataclass
 class LocalSession:
-    state: Session = field(default_factory=initial_state)
+    state: SessionState = field(default_factory=initial_state)
     pending: dict[str, PendingMessage] = field(default_factory=dict)
     rolled_back: list[RolledBack] = field(default_factory=list)
 
@@ -63,7 +63,7 @@ class LocalSession:
             self.pending.pop(action.intent_id, None)
         return True
 
-    def reset(self, state: Session) -> None:
+    def reset(self, state: SessionState) -> None:
         """Replace the confirmed state with a snapshot (after a resync)."""
         self.state = copy_state(state)
         self._drop_confirmed()

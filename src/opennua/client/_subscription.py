@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import httpx
 
-from opennua.protocol import Action, SequenceGap, Session, action_from_dict
+from opennua.protocol import Action, SequenceGap, SessionState, action_from_dict
 
 from ._errors import ServerError, UnreachableError, error_from_response
 from ._local import LocalSession
@@ -91,7 +91,7 @@ class Subscription:
         return self.session.local
 
     @property
-    def state(self) -> Session:
+    def state(self) -> SessionState:
         return self.session.local.state
 
     async def __aenter__(self) -> Subscription:
@@ -128,7 +128,7 @@ class Subscription:
         if self._events is not None:
             await self._events.aclose()
 
-    async def wait_for(self, predicate: Callable[[Session], object]) -> Session:
+    async def wait_for(self, predicate: Callable[[SessionState], object]) -> SessionState:
         """Consume events until `predicate(state)` holds; return that state."""
         await self.start()
         if predicate(self.state):
@@ -180,7 +180,7 @@ class Subscription:
         """One connection: None once connected, then reduced actions; "resync" and the
         end when the Host says so or a gap shows we missed actions."""
         http = self.session.client.http
-        path = f"/v1/sessions/{self.session.session_id}/events"
+        path = f"{self.session.path}/events"
         timeout = httpx.Timeout(http.timeout.connect, read=self.heartbeat_timeout)
         async with http.stream(
             "GET", path, params={"after": self.local.seq}, timeout=timeout

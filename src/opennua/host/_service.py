@@ -1,4 +1,4 @@
-"""The Session Host's intent service (DESIGN.md §1, §3, §4).
+"""The Session Host's intent service (docs/architecture.md §1, §3, §4).
 
 One method per intent; each takes the protocol's intent object, so HTTP, WebSocket and CLI
 share validation. Every accepted intent is one store unit of work that records the facts,
@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
 import time
 import weakref
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 from opennua.protocol import (
@@ -24,41 +23,67 @@ from opennua.protocol import (
     AnswerInput,
     Cancel,
     Conflict,
+    CreateSession,
     IntentResult,
     Rejected,
+    ReportDelivery,
     RetryTurn,
     SendMessage,
+    SessionState,
     UpdateSession,
-    action_from_dict,
     action_id,
-    initial_state,
-    reduce,
-    state_from_json,
-    state_to_json,
 )
+from opennua.protocol.actions import TextPart
 from opennua.protocol.intents import INTENT_RESULT_ADAPTER
-from opennua.protocol.state import Session as State
-from opennua.protocol.state import copy_state
+from opennua.protocol.state import Artifact
 from opennua.store import (
+    ArtifactRecord,
+    AttemptRecord,
     Execution,
     InFlight,
     Lost,
     Mismatch,
     NotFound,
+    Page,
     Replay,
-    Session,
+    SessionBusy,
+    SessionRecord,
+    SessionSummary,
     Store,
 )
 
-from ._inputs import Clock, CreateSession, Ids, random_ids, request_hash, rfc3339
+from ._artifacts import ArtifactRetries
+from ._hub import Hub
+from ._inputs import (
+    Actor,
+    AutomatedRun,
+    Clock,
+    Ids,
+    RecordTrigger,
+    random_ids,
+    request_hash,
+    rfc3339,
+)
+from ._registry import (
+    DEFAULT_DEPLOYMENT,
+    ExecutionSnapshot,
+    Refused,
+    Registry,
+    Scope,
+    execution_principal,
+)
 from ._schema_check import check_answer
-from .hub import Hub
+from ._states import SessionStates
+from ._tracing import trace_parent, turn_trace
 
 _log = logging.getLogger(__name__)
 
 ACTIVE = ("queued", "running", "waiting_input")
-SNAPSHOT_EVERY = 500
-_CACHE_SESSIONS = 256
+#: Why an execution's grant no longer holds (a code), or None: checked when an answer
+#: would resume it (the server passes `opennua.auth.Authority.grant_problem`).
+GrantCheck = Callable[[str], Awaitable[str | None]]
+#: Delivery states after which the platform's answer is final.
+CLOSED_DELIVERY = ("sent", "failed", "delivered", "abandoned")
 
 
 class SessionHost:
@@ -71,35 +96,36 @@ class SessionHost:
         *,
         clock: Clock = time.time,
         ids: Ids | None = None,
-        agent_digest: str,
         deadline_seconds: float = 3600.0,
         principal_id: str = "prn_owner",
         on_append: Callable[[int], None] | None = None,
+        grant_check: GrantCheck | None = None,
     ) -> None:
         self.store = store
         self.hub = hub
         self._clock = clock
         self._ids = ids or random_ids(clock)
-        self._agent_digest = agent_digest
         self._deadline_seconds = deadline_seconds
         self._principal_id = principal_id
         self._on_append = on_append
-        # Folded states per session, so a snapshot request reduces only the new tail.
-        self._states: OrderedDict[str, tuple[State, int]] = OrderedDict()
-        self._locks: dict[str, asyncio.Lock] = {}
-        self._turn_locks: weakref.WeakValueDictionary[str, asyncio.Lock] = (
+        self._grant_check = grant_check
+        #: Plugins, channels and deployments; resolves a new session's snapshot.
+        self.registry = Registry(store, clock=clock)
+        #: Folded states and the snapshot policy.
+        self.states = SessionStates(store)
+        self._artifacts = ArtifactRetries(
+            store, self.states, clock=clock, ids=self._ids, committed=self._committed
+        )
+        self._delivery_locks: weakref.WeakValueDictionary[str, asyncio.Lock] = (
             weakref.WeakValueDictionary()
         )
 
-    def _turn_lock(self, session_id: str) -> asyncio.Lock:
-        """Serialises "is the session busy?" with starting a turn, within this process.
-
-        The store has no conditional "create unless busy", so across processes on one
-        PostgreSQL two `reject` messages can still both be accepted (see docs/server.md).
-        """
-        lock = self._turn_locks.get(session_id)
+    def _delivery_lock(self, session_id: str) -> asyncio.Lock:
+        """Serialises "is this delivery closed?" with appending a report, within this
+        process (turns are decided in the store unit instead: `Transaction.require_idle`)."""
+        lock = self._delivery_locks.get(session_id)
         if lock is None:
-            lock = self._turn_locks[session_id] = asyncio.Lock()
+            lock = self._delivery_locks[session_id] = asyncio.Lock()
         return lock
 
     def new_intent_id(self) -> str:
@@ -108,36 +134,29 @@ class SessionHost:
 
     # -- intents ---------------------------------------------------------------------
 
-    async def create_session(self, intent: CreateSession) -> IntentResult:
+    def _principal(self, actor: Actor | None) -> str:
+        return self._principal_id if actor is None else actor.principal_id
+
+    async def create_session(
+        self, intent: CreateSession, *, actor: Actor | None = None
+    ) -> IntentResult:
+        principal_id = self._principal(actor)
+        workspace_id = actor.workspace_id if actor is not None else None
+
         async def body() -> tuple[IntentResult, bool]:
+            # Resolved once, here: releasing a new version affects only later sessions.
+            try:
+                scope = Scope(workspace_id, principal_id) if workspace_id is not None else None
+                snap = await self.registry.resolve(intent.deployment or DEFAULT_DEPLOYMENT, scope)
+            except Refused as exc:
+                return self._reject(intent, exc.code, exc.detail), False
             session_id = self._ids("session")
-            now = self._clock()
             result = Accepted(intent_id=intent.intent_id, ids={"session_id": session_id})
-            created = self._action(
-                session_id,
-                intent,
-                "created",
-                "session.created",
-                {
-                    "title": intent.title,
-                    "principal_id": self._principal_id,
-                    "plugin": None,
-                    "deployment_digest": self._agent_digest,
-                    "metadata": intent.metadata,
-                },
-                now=now,
+            session, created = self._new_session(
+                session_id, intent, snap, workspace_id, principal_id, intent.title, intent.metadata
             )
             async with self.store.transaction() as tx:
-                tx.create_session(
-                    Session(
-                        session_id=session_id,
-                        created_at=now,
-                        principal_id=self._principal_id,
-                        title=intent.title or None,
-                        deployment_digest=self._agent_digest,
-                        metadata=intent.metadata,
-                    )
-                )
+                tx.create_session(session)
                 tx.append(session_id, [created])
                 tx.complete_idempotency(*_key("create_session", intent), _dump(result))
             await self._committed(session_id, 1)
@@ -145,23 +164,87 @@ class SessionHost:
 
         return await self._idempotent("create_session", intent, body)
 
-    async def send_message(self, session_id: str, intent: SendMessage) -> IntentResult:
+    def _new_session(
+        self,
+        session_id: str,
+        intent: Any,
+        snap: ExecutionSnapshot,
+        workspace_id: str | None,
+        principal_id: str,
+        title: str,
+        metadata: dict[str, Any],
+    ) -> tuple[SessionRecord, dict[str, Any]]:
+        """A new session bound to `snap`, and its `session.created`."""
+        now = self._clock()
+        created = self._action(
+            session_id,
+            intent,
+            "created",
+            "session.created",
+            {
+                "title": title,
+                "workspace_id": workspace_id,
+                "principal_id": principal_id,
+                "plugin": {
+                    "name": snap.plugin,
+                    "version": snap.version,
+                    "digest": snap.plugin_digest,
+                },
+                "deployment_digest": snap.deployment_digest,
+                "metadata": metadata,
+                "deployment": snap.deployment,
+                "model": snap.model,
+                "snapshot_digest": snap.digest,
+            },
+            now=now,
+        )
+        session = SessionRecord(
+            session_id=session_id,
+            created_at=now,
+            workspace_id=workspace_id,
+            principal_id=principal_id,
+            title=title or None,
+            plugin_digest=snap.plugin_digest,
+            deployment_digest=snap.deployment_digest,
+            metadata=metadata,
+            plugin=f"{snap.plugin}@{snap.version}",
+            deployment=snap.deployment,
+            model=snap.model,
+            snapshot_digest=snap.digest,
+        )
+        return session, created
+
+    async def send_message(
+        self, session_id: str, intent: SendMessage, *, actor: Actor | None = None
+    ) -> IntentResult:
         async def body() -> tuple[IntentResult, bool]:
-            async with self._turn_lock(session_id):
-                active = await self._active(session_id)
-                if active and intent.if_busy == "reject":
-                    return self._reject(intent, "session_busy", "a turn is already active"), False
-                interrupt = active if intent.if_busy == "interrupt" else []
-                input_parts = [part.model_dump(mode="json") for part in intent.content]
-                trigger = {"kind": "message", "client_id": intent.client_id}
+            active = await self._active(session_id)
+            if active and intent.if_busy == "reject":
+                return self._reject(intent, "session_busy", "a turn is already active"), False
+            interrupt = active if intent.if_busy == "interrupt" else []
+            input_parts = [part.model_dump(mode="json") for part in intent.content]
+            trigger = {"kind": "message", "client_id": intent.client_id}
+            try:
                 result = await self._start_turn(
-                    session_id, intent, trigger, input_parts, None, interrupt
+                    session_id,
+                    intent,
+                    trigger,
+                    input_parts,
+                    None,
+                    interrupt,
+                    actor,
+                    require_idle=intent.if_busy == "reject",
                 )
-                return result, True
+            except SessionBusy:
+                # Another host (or task) started a turn between our read and our commit.
+                return self._reject(intent, "session_busy", "a turn is already active"), False
+            return result, True
 
         return await self._idempotent(session_id, intent, body)
 
-    async def retry_turn(self, session_id: str, intent: RetryTurn) -> IntentResult:
+    async def retry_turn(
+        self, session_id: str, intent: RetryTurn, *, actor: Actor | None = None
+    ) -> IntentResult:
         async def body() -> tuple[IntentResult, bool]:
             executions = await self.store.list_executions(session_id)
             old = next((e for e in executions if e.turn_id == intent.turn_id), None)
@@ -171,12 +254,14 @@ class SessionHost:
                 # A retry is a new decision about a finished turn, never a second runner.
                 return self._reject(intent, "turn_active", "the turn is still active"), False
             trigger = {"kind": "retry", "client_id": intent.client_id}
-            result = await self._start_turn(session_id, intent, trigger, old.input, old, [])
+            result = await self._start_turn(session_id, intent, trigger, old.input, old, [], actor)
             return result, True
 
         return await self._idempotent(session_id, intent, body)
 
-    async def cancel(self, session_id: str, intent: Cancel) -> IntentResult:
+    async def cancel(
+        self, session_id: str, intent: Cancel, *, actor: Actor | None = None
+    ) -> IntentResult:
         async def body() -> tuple[IntentResult, bool]:
             active = await self._active(session_id)
             if intent.turn_id is not None:
@@ -202,7 +287,9 @@ class SessionHost:
 
         return await self._idempotent(session_id, intent, body)
 
-    async def update_session(self, session_id: str, intent: UpdateSession) -> IntentResult:
+    async def update_session(
+        self, session_id: str, intent: UpdateSession, *, actor: Actor | None = None
+    ) -> IntentResult:
         async def body() -> tuple[IntentResult, bool]:
             await self.store.get_session(session_id)
             result = Accepted(intent_id=intent.intent_id, ids={"session_id": session_id})
@@ -218,7 +305,85 @@ class SessionHost:
 
         return await self._idempotent(session_id, intent, body)
 
-    async def answer_input(self, session_id: str, intent: AnswerInput) -> IntentResult:
+    async def report_delivery(
+        self, session_id: str, intent: ReportDelivery, *, actor: Actor | None = None
+    ) -> IntentResult:
+        """Append a bridge's report on an external delivery as `delivery.updated`.
+
+        Delivery is the platform's fact, witnessed by the bridge; the Host only orders the
+        report into the log. A delivery that reached `sent` or `failed` is closed: a later,
+        different report is refused, so no client sees a sent message turn back to pending.
+        """
+
+        async def body() -> tuple[IntentResult, bool]:
+            async with self._delivery_lock(session_id):
+                state = await self.states.fold(session_id)
+                known = state["deliveries"].get(intent.delivery_id)
+                if known is not None and known["status"] in CLOSED_DELIVERY:
+                    msg = f"delivery {intent.delivery_id} is already {known['status']}"
+                    return self._reject(intent, "delivery_closed", msg), False
+                data = intent.model_dump(mode="json", exclude={"type", "intent_id", "client_id"})
+                action = self._action(session_id, intent, "delivery", "delivery.updated", data)
+                result = Accepted(
+                    intent_id=intent.intent_id, ids={"delivery_id": intent.delivery_id}
+                )
+                async with self.store.transaction() as tx:
+                    tx.append(session_id, [action])
+                    tx.complete_idempotency(*_key(session_id, intent), _dump(result))
+            await self._committed(session_id, 1)
+            return result, True
+
+        return await self._idempotent(session_id, intent, body)
+
+    async def start_automated(self, run: AutomatedRun) -> IntentResult:
+        """Start a turn for a schedule's fire or a webhook's delivery (docs/automation.md).
+
+        One unit: the session (when the run makes one) with `session.created`, the
+        execution with `turn.started` and `queued`, its grant, and the trigger's own fact
+        (`run.record`: the fire, the delivery), whose key is the slot or the `webhook-id`.
+        That record is the idempotency: a second start for the same key (a retried fire,
+        a redelivery, a second scheduler) fails the whole unit with `WriteConflict` and
+        writes nothing, and the caller reads the first acceptance from the record.
+        """
+        actor = Actor(run.principal_id, run.workspace_id, run.grant)
+        intent = SendMessage(
+            intent_id=run.key,
+            client_id=run.client_id,
+            content=[TextPart(text=run.prompt)],
+            if_busy="enqueue",
+        )
+        new_session = None
+        if run.session_id is None:
+            try:
+                scope = Scope(run.workspace_id, run.principal_id)
+                snap = await self.registry.resolve(run.deployment, scope)
+            except Refused as exc:
+                return self._reject(intent, exc.code, exc.detail)
+            session_id = self._ids("session")
+            new_session = self._new_session(
+                session_id, intent, snap, run.workspace_id, run.principal_id, run.title, {}
+            )
+        else:
+            session_id = run.session_id
+        parts = [part.model_dump(mode="json") for part in intent.content]
+        result = await self._start_turn(
+            session_id,
+            intent,
+            run.trigger,
+            parts,
+            None,
+            [],
+            actor,
+            also=run.record,
+            new_session=new_session,
+        )
+        return result.model_copy(update={"ids": {**result.ids, "session_id": session_id}})
+
+    async def answer_input(
+        self, session_id: str, intent: AnswerInput, *, actor: Actor | None = None
+    ) -> IntentResult:
+        principal_id = self._principal(actor)
+
         async def body() -> tuple[IntentResult, bool]:
             try:
                 request = await self.store.get_input_request(intent.request_id)
@@ -245,7 +410,10 @@ class SessionHost:
             problem = check_answer(request.payload, intent)
             if problem is not None:
                 return self._reject(intent, "validation_error", problem), False
-            answered_by = {"client_id": intent.client_id, "principal_id": self._principal_id}
+            revoked = await self._revoked(execution, now)
+            if revoked is not None:
+                return self._reject(intent, "grant_revoked", revoked), False
+            answered_by = {"client_id": intent.client_id, "principal_id": principal_id}
             resolution: dict[str, Any] = {
                 "request_id": intent.request_id,
                 "outcome": "selected" if intent.option_id is not None else "answered",
@@ -262,73 +430,129 @@ class SessionHost:
                 turn_id=request.turn_id,
                 now=now,
             )
+            result = Accepted(
+                intent_id=intent.intent_id,
+                ids={"request_id": intent.request_id, "execution_id": request.execution_id},
+            )
             outcome = await self.store.resolve_input(
                 intent.request_id,
                 resolution,
-                self._principal_id,
+                principal_id,
                 intent.client_id,
                 now,
                 actions=[resolved],
+                idempotency=(*_key(session_id, intent), _dump(result)),
             )
             if isinstance(outcome, Lost):
                 if outcome.status == "resolved":
                     return _conflict(intent, outcome.resolution), True
                 return self._reject(intent, "gone", f"the input request is {outcome.status}"), False
             await self._committed(session_id, 1)
-            result = Accepted(
-                intent_id=intent.intent_id,
-                ids={"request_id": intent.request_id, "execution_id": request.execution_id},
-            )
             return result, True
 
         return await self._idempotent(session_id, intent, body)
 
     # -- reads -----------------------------------------------------------------------
+    # Every read a client makes goes through here, not to the store: this is where the
+    # Host decides what a client may see (today the one owner sees everything).
 
-    async def snapshot(self, session_id: str) -> tuple[int, State]:
+    async def snapshot(self, session_id: str) -> tuple[int, SessionState]:
         """`(seq, state)`: the stored snapshot (or the cached fold) plus the reduced tail."""
-        state = await self._fold(session_id)
-        return state["seq"], copy_state(state)
+        return await self.states.snapshot(session_id)
 
     async def snapshot_json(self, session_id: str) -> tuple[int, str]:
         """`(seq, canonical state JSON)`, without copying the state (the catch-up path)."""
-        state = await self._fold(session_id)
-        return state["seq"], state_to_json(state)
+        return await self.states.snapshot_json(session_id)
 
-    async def _fold(self, session_id: str) -> State:
-        """The cached state advanced to the log's end (shared: callers must not mutate)."""
-        if session_id not in self._states:
-            # Checked before a lock exists: unknown ids must not leave one behind.
-            await self.store.get_session(session_id)
-        lock = self._locks.setdefault(session_id, asyncio.Lock())
-        async with lock:
-            cached = self._states.get(session_id)
-            if cached is None:
-                stored = await self.store.get_snapshot(session_id)
-                if stored is None:
-                    cached = (initial_state(), 0)
-                else:
-                    cached = (state_from_json(stored.state_json), stored.seq)
-            state, snapshot_seq = cached
-            turn_ended = False
-            while True:
-                page = await self.store.read(session_id, state["seq"], 1000)
-                for raw in page:
-                    state = reduce(state, action_from_dict(raw))
-                    turn_ended = turn_ended or raw["type"] == "turn.ended"
-                if len(page) < 1000:
-                    break
-            if state["seq"] > snapshot_seq and (
-                turn_ended or state["seq"] - snapshot_seq >= SNAPSHOT_EVERY
-            ):
-                await self.store.put_snapshot(session_id, state["seq"], state_to_json(state))
-                snapshot_seq = state["seq"]
-            self._states[session_id] = (state, snapshot_seq)
-            self._states.move_to_end(session_id)
-            while len(self._states) > _CACHE_SESSIONS:
-                evicted, _ = self._states.popitem(last=False)
-                self._locks.pop(evicted, None)
-            return state
+    async def keep_snapshots(self, wakeups: AsyncIterator[tuple[str, int]]) -> None:
+        """Run until cancelled: keep stored snapshots up with every session that grows."""
+        await self.states.keep_snapshots(wakeups)
+
+    async def session(self, session_id: str) -> SessionRecord:
+        """The session's record; NotFound for an unknown session."""
+        return await self.store.get_session(session_id)
+
+    async def list_sessions(
+        self,
+        *,
+        limit: int = 50,
+        cursor: str | None = None,
+        workspace_id: str | None = None,
+        status: str | None = None,
+        deployment: str | None = None,
+    ) -> Page[SessionSummary]:
+        """Newest first (of one workspace, if given), with what a list shows; pass
+        `next_cursor` back for the next page."""
+        return await self.store.list_session_summaries(
+            limit=limit,
+            cursor=cursor,
+            workspace_id=workspace_id,
+            status=status,
+            deployment=deployment,
+        )
+
+    async def execution(self, execution_id: str) -> tuple[Execution, list[AttemptRecord]]:
+        """An execution and its attempts; NotFound when unknown."""
+        execution = await self.store.get_execution(execution_id)
+        return execution, await self.store.list_attempts(execution_id)
+
+    async def artifact(self, artifact_id: str) -> ArtifactRecord:
+        return await self.store.get_artifact(artifact_id)
+
+    async def retry_artifact(self, session_id: str, artifact_id: str) -> Artifact:
+        """Upload again an artifact of this session whose upload failed (see _artifacts)."""
+        return await self._artifacts.retry(session_id, artifact_id)
+
+    async def artifact_content(self, artifact_id: str) -> tuple[ArtifactRecord, bytes]:
+        """The artifact and its bytes, re-hashed on read (BlobCorrupted, never bad bytes)."""
+        artifact = await self.store.get_artifact(artifact_id)
+        return artifact, await self.store.blobs.read(artifact.sha256)
+
+    async def tool_output(self, session_id: str, tool_call_id: str) -> bytes:
+        """The full output a tool call of this session stored by reference (`output_ref`).
+
+        A sha alone opens nothing: a blob is exactly as readable as the session whose tool
+        call produced it. NotFound when that call of that session has none.
+        """
+        state = await self.states.fold(session_id)
+        ref = next(
+            (
+                turn["tool_calls"][tool_call_id]["output_ref"]
+                for turn in state["turns"]
+                if tool_call_id in turn["tool_calls"]
+            ),
+            None,
+        )
+        sha = (ref or "").removeprefix("blob:").removeprefix("sha256:")
+        if not sha:
+            raise NotFound("tool output", tool_call_id)
+        return await self.store.blobs.read(sha)
+
+    async def file_diff(self, session_id: str, change_id: str) -> str:
+        """The whole diff of a file change of this session: inline, or its blob (`diff_ref`).
+        NotFound when that change of that session has no diff (a binary file)."""
+        state = await self.states.fold(session_id)
+        change = next(
+            (
+                t["file_changes"][change_id]
+                for t in state["turns"]
+                if change_id in t["file_changes"]
+            ),
+            None,
+        )
+        if change is not None and change["diff"] is not None:
+            return change["diff"]
+        sha = ((change["diff_ref"] if change else None) or "").removeprefix("sha256:")
+        if not sha:
+            raise NotFound("file diff", change_id)
+        return (await self.store.blobs.read(sha)).decode("utf-8", "replace")
+
+    async def input_resolution(self, session_id: str, request_id: str) -> Any:
+        """How an input request of this session was resolved (None while it is open)."""
+        request = await self.store.get_input_request(request_id)
+        if request.session_id != session_id:
+            raise NotFound("input request", request_id)
+        return request.resolution
 
     async def history(
         self, session_id: str, after: int = 0, limit: int = 100
@@ -341,6 +565,60 @@ class SessionHost:
 
     # -- internals -------------------------------------------------------------------
 
+    async def _revoked(self, execution: Execution, now: float) -> str | None:
+        """Check a parked execution's grant before an answer resumes it. When it no longer
+        holds, the turn ends `revoked` here (nobody runs it to end it) and clients see why."""
+        if self._grant_check is None:
+            return None
+        problem = await self._grant_check(execution.execution_id)
+        if problem is None:
+            return None
+        error = {"code": "grant_revoked", "message": f"the execution's grant is revoked: {problem}"}
+        requests = await self.store.list_input_requests(
+            execution.session_id, execution_id=execution.execution_id, status="open"
+        )
+        actions = [
+            self._execution_action(
+                execution,
+                f"revoked/{r.request_id}",
+                "input_request.resolved",
+                {"request_id": r.request_id, "outcome": "cancelled"},
+                now,
+            )
+            for r in requests
+        ]
+        actions.append(
+            self._execution_action(
+                execution,
+                "turn.ended",  # the key the Supervisor ends a turn with: one turn.ended
+                "turn.ended",
+                {"stop_reason": "revoked", "error": error},
+                now,
+            )
+        )
+        await self.store.revoke_grant(execution.execution_id, now, problem)
+        if await self.store.end_unowned(
+            execution.execution_id, "revoked", error=error, now=now, actions=actions
+        ):
+            await self._committed(execution.session_id, len(actions))
+        return error["message"]
+
+    def _execution_action(
+        self, execution: Execution, key: str, type_: str, data: dict[str, Any], now: float
+    ) -> dict[str, Any]:
+        return {
+            "v": 1,
+            "session_id": execution.session_id,
+            "id": action_id(execution.execution_id, key),
+            "type": type_,
+            "ts": rfc3339(now),
+            "turn_id": execution.turn_id,
+            "run_id": None,
+            "client_id": None,
+            "intent_id": None,
+            "data": data,
+        }
+
     async def _start_turn(
         self,
         session_id: str,
@@ -349,14 +627,46 @@ class SessionHost:
         input_parts: Any,
         retry_of: Execution | None,
         interrupt: list[Execution],
-    ) -> IntentResult:
+        actor: Actor | None,
+        *,
+        require_idle: bool = False,
+        also: RecordTrigger | None = None,
+        new_session: tuple[SessionRecord, dict[str, Any]] | None = None,
+    ) -> Accepted:
+        """One unit: the execution, `turn.started` + `queued`, the idempotency record.
+        `require_idle` puts the busy check in that unit (`SessionBusy` if it fails), so two
+        hosts on one PostgreSQL cannot both start a turn for `if_busy=reject`.
+        `new_session` (record, `session.created`) is created in the same unit. With `also`
+        the turn has no idempotency record: the trigger's record `also` writes keys it."""
+        session = new_session[0] if new_session else await self.store.get_session(session_id)
+        spec = await self.registry.spec_of(session.deployment_digest)
+        deadline = spec.limits.deadline_seconds if spec is not None else None
         now = self._clock()
         turn_id = self._ids("turn")
         execution_id = self._ids("execution")
         message_id = self._ids("message")
-        trigger = {**trigger, "principal_id": self._principal_id}
-        # The trace id is derived from the execution: W3C format, 32 lowercase hex.
-        trace_id = hashlib.sha256(execution_id.encode()).hexdigest()[:32]
+        principal_id = self._principal(actor)
+        grant = actor.grant if actor is not None else None
+        # The trigger is who caused the turn, for causality; the execution principal (a
+        # deployment's, or the caller's) is whose rights and bill it runs on.
+        trigger = {"principal_id": principal_id, **trigger}
+        if (
+            spec is not None
+            and spec.run_as == "principal"
+            and also is None  # an automated turn's actor is the deployment's already
+            and session.workspace_id is not None
+            and grant is not None
+        ):
+            principal_id = await execution_principal(self.store, spec, session.workspace_id)
+            # The principal's own rights: no person's token is part of its grant.
+            grant = replace(grant, principal_id=principal_id, token_id=None)
+        # The request's trace when it sent one, else one derived from the execution.
+        trace = turn_trace(
+            execution_id,
+            trace_parent.get(),
+            retry_of=retry_of.trace_context if retry_of else None,
+        )
+        trace_id = trace["traceparent"][3:35]
         result = Accepted(
             intent_id=intent.intent_id, ids={"turn_id": turn_id, "execution_id": execution_id}
         )
@@ -386,6 +696,10 @@ class SessionHost:
             now=now,
         )
         async with self.store.transaction() as tx:
+            if new_session is not None:
+                tx.create_session(new_session[0])
+            if require_idle:
+                tx.require_idle(session_id)
             for execution in interrupt:
                 tx.request_cancel(execution.execution_id)
             tx.create_execution(
@@ -395,17 +709,29 @@ class SessionHost:
                     turn_id=turn_id,
                     status="queued",
                     created_at=now,
-                    principal_id=self._principal_id,
+                    principal_id=principal_id,
                     trigger=trigger,
                     input=input_parts,
                     retry_of=retry_of.execution_id if retry_of else None,
-                    snapshot_digest=self._agent_digest,
-                    deadline_at=now + self._deadline_seconds,
+                    snapshot_digest=session.snapshot_digest,
+                    deadline_at=now + (deadline or self._deadline_seconds),
+                    trace_context=trace,
                 )
             )
-            tx.append(session_id, [started, queued])
-            tx.complete_idempotency(*_key(session_id, intent), _dump(result))
-        await self._committed(session_id, 2)
+            if grant is not None:
+                # The grant binds the snapshot this execution pins (the session's).
+                tx.put_grant(
+                    replace(
+                        grant, execution_id=execution_id, snapshot_digest=session.snapshot_digest
+                    )
+                )
+            if also is not None:
+                also(tx, session_id, turn_id, execution_id)
+            first = [new_session[1]] if new_session else []
+            tx.append(session_id, [*first, started, queued])
+            if also is None:
+                tx.complete_idempotency(*_key(session_id, intent), _dump(result))
+        await self._committed(session_id, len(first) + 2)
         return result
 
     async def _close_requests(
@@ -481,10 +807,7 @@ class SessionHost:
             await _abandon(self.store, scope, key)
         elif isinstance(result, Conflict) and store_it:
             await self.store.complete(scope, key, _dump(result))
-        elif isinstance(result, Accepted) and intent.type == "answer_input":
-            # resolve_input is its own unit (the conditional update), so the key is
-            # completed right after it; a crash in between leaves the key in flight.
-            await self.store.complete(scope, key, _dump(result))
+        # An Accepted result completed its key in the unit that accepted it.
         return result
 
     def _reject(self, intent: Any, code: str, message: str) -> Rejected:
@@ -525,16 +848,6 @@ class SessionHost:
             await self.hub.notify(session_id)
         except Exception:
             _log.warning("post-commit notify failed for %s", session_id, exc_info=True)
-
-    async def keep_snapshots(self, wakeups: AsyncIterator[tuple[str, int]]) -> None:
-        """Run until cancelled: fold every session that grows and store snapshots (every
-        ~500 actions and at turn end) even when no client asks for one, so a cold read
-        never replays a long log."""
-        async for session_id, _seq in wakeups:
-            try:
-                await self._fold(session_id)
-            except Exception:
-                _log.warning("snapshot of %s failed", session_id, exc_info=True)
 
 
 def _key(session_id: str, intent: Any) -> tuple[str, str]:

@@ -1,4 +1,4 @@
-"""The session protocol: ids, actions, state, the reducer and intents (DESIGN.md §3).
+"""The session protocol: ids, actions, state, the reducer and intents (docs/architecture.md §3).
 
 Pure: no I/O, no clock, no randomness. The Host, the Python client, the CLI and (through
 the conformance vectors) the web client all reduce actions with these rules.
@@ -19,9 +19,11 @@ from opennua.protocol.intents import (
     AnswerInput,
     Cancel,
     Conflict,
+    CreateSession,
     Intent,
     IntentResult,
     Rejected,
+    ReportDelivery,
     RetryTurn,
     SendMessage,
     UpdateSession,
@@ -29,7 +31,7 @@ from opennua.protocol.intents import (
 from opennua.protocol.reducer import InvalidAction, SequenceGap, reduce, replay
 from opennua.protocol.schema import json_schemas
 from opennua.protocol.state import (
-    Session,
+    SessionState,
     copy_state,
     initial_state,
     state_from_json,
@@ -43,14 +45,16 @@ __all__ = [
     "AnswerInput",
     "Cancel",
     "Conflict",
+    "CreateSession",
     "Intent",
     "IntentResult",
     "InvalidAction",
     "Rejected",
+    "ReportDelivery",
     "RetryTurn",
     "SendMessage",
     "SequenceGap",
-    "Session",
+    "SessionState",
     "UnknownAction",
     "UpdateSession",
     "action_from_dict",

@@ -1,4 +1,4 @@
-"""The action envelope and every v1 action type (DESIGN.md §3).
+"""The action envelope and every v1 action type (docs/architecture.md §3).
 
 An action is one fact in a session's ordered log. Each type is a frozen model whose `type`
 tag selects its `data` payload; `Action` is the one discriminated union at the JSON edge.
@@ -12,6 +12,93 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, JsonValue, Tag, TypeAdapter
+
+__all__ = [
+    "ACTION_ADAPTER",
+    "ACTION_CLASSES",
+    "ACTION_TYPES",
+    "INLINE_OUTPUT_LIMIT",
+    "LOST_PATHS_LIMIT",
+    "PROTOCOL_VERSION",
+    "TYPE_OF_DATA",
+    "Action",
+    "AnsweredBy",
+    "ArtifactPublished",
+    "ArtifactPublishedAction",
+    "ArtifactState",
+    "ArtifactUpdated",
+    "ArtifactUpdatedAction",
+    "AttemptStarted",
+    "AttemptStartedAction",
+    "ContentPart",
+    "Count",
+    "DeliveryUpdated",
+    "DeliveryUpdatedAction",
+    "ErrorInfo",
+    "FileChanged",
+    "FileChangedAction",
+    "Id",
+    "InputRequestOpened",
+    "InputRequestOpenedAction",
+    "InputRequestResolved",
+    "InputRequestResolvedAction",
+    "KnownAction",
+    "MessageAdded",
+    "MessageAddedAction",
+    "MessageCompleted",
+    "MessageCompletedAction",
+    "MessageDelta",
+    "MessageDeltaAction",
+    "MessageStarted",
+    "MessageStartedAction",
+    "ModelRetry",
+    "OtherPart",
+    "PermissionOption",
+    "PlanEntry",
+    "PlanUpdated",
+    "PlanUpdatedAction",
+    "PluginRef",
+    "ReasoningCompleted",
+    "ReasoningCompletedAction",
+    "ReasoningDelta",
+    "ReasoningDeltaAction",
+    "ResourceLinkPart",
+    "SessionCreated",
+    "SessionCreatedAction",
+    "SessionUpdated",
+    "SessionUpdatedAction",
+    "TextPart",
+    "Timestamp",
+    "ToolCallStarted",
+    "ToolCallStartedAction",
+    "ToolCallStatus",
+    "ToolCallUpdated",
+    "ToolCallUpdatedAction",
+    "ToolKind",
+    "Trigger",
+    "TurnEnded",
+    "TurnEndedAction",
+    "TurnStarted",
+    "TurnStartedAction",
+    "TurnState",
+    "TurnStateAction",
+    "TurnStopReason",
+    "UnknownAction",
+    "UsageRecorded",
+    "UsageRecordedAction",
+    "WorkerEnded",
+    "WorkerEndedAction",
+    "WorkerStarted",
+    "WorkerStartedAction",
+    "WorkspaceCommitted",
+    "WorkspaceCommittedAction",
+    "WorkspaceRestored",
+    "WorkspaceRestoredAction",
+    "action_from_dict",
+    "action_from_json",
+    "action_to_dict",
+    "action_to_json",
+]
 
 PROTOCOL_VERSION: Literal[1] = 1
 
@@ -80,6 +167,14 @@ class ErrorInfo(_Frozen):
     message: str
 
 
+class ModelRetry(_Frozen):
+    """The model provider refused or failed a request; the runtime tries again at `retry_at`."""
+
+    attempt: Annotated[int, Field(ge=1)]
+    retry_at: Timestamp
+    error: ErrorInfo
+
+
 class PermissionOption(_Frozen):
     option_id: Id
     name: str
@@ -101,7 +196,9 @@ class PlanEntry(_Frozen):
 TurnStopReason = Literal[
     "end_turn", "cancelled", "failed", "deadline_exceeded", "max_steps", "revoked"
 ]
-ToolCallStatus = Literal["pending", "in_progress", "completed", "failed", "cancelled", "unknown"]
+ToolCallStatus = Literal[
+    "pending", "in_progress", "completed", "failed", "cancelled", "unknown", "rejected"
+]
 ToolKind = Literal["read", "edit", "delete", "move", "search", "execute", "think", "fetch", "other"]
 
 
@@ -115,6 +212,11 @@ class SessionCreated(_Frozen):
     plugin: PluginRef | None = None
     deployment_digest: str | None = None
     metadata: dict[str, JsonValue] = Field(default_factory=dict)
+    #: The execution snapshot the session is bound to, with `plugin` and
+    #: `deployment_digest`: the deployment's name, the model, and the snapshot's digest.
+    deployment: str | None = None
+    model: str | None = None
+    snapshot_digest: str | None = None
 
 
 class SessionUpdated(_Frozen):
@@ -134,6 +236,8 @@ class TurnStarted(_Frozen):
 class TurnState(_Frozen):
     state: Literal["queued", "running", "requires_action"]
     attempt: int | None = None
+    #: Set while the runtime waits to retry a failed model request; null clears it.
+    model_retry: ModelRetry | None = None
 
 
 class TurnEnded(_Frozen):
@@ -233,6 +337,9 @@ class WorkerEnded(_Frozen):
     summary: str | None = None
 
 
+ArtifactState = Literal["pending", "published", "failed"]
+
+
 class ArtifactPublished(_Frozen):
     artifact_id: Id
     name: str
@@ -240,13 +347,65 @@ class ArtifactPublished(_Frozen):
     size: Count
     sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
     tool_call_id: Id | None = None
+    #: Whether its bytes are durable in the blob store (downloadable). Apart from the turn's
+    #: status: a turn may complete while the upload of what it published failed.
+    state: ArtifactState = "published"
+    error: ErrorInfo | None = None
+
+
+class ArtifactUpdated(_Frozen):
+    """A published artifact's state moved: a retry started (`pending`), then ended."""
+
+    artifact_id: Id
+    state: ArtifactState
+    error: ErrorInfo | None = None
+
+
+Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 
 
 class FileChanged(_Frozen):
+    """A file a tool changed. Text: a unified diff, inline up to 8 KiB, else by reference
+    (`diff_ref`: `sha256:<hex>`, the diff's blob). Binary: size and sha256 only."""
+
     path: str
     change: Literal["created", "modified", "deleted"]
     tool_call_id: Id | None = None
     diff_ref: str | None = None
+    diff: str | None = None
+    size: Count | None = None
+    sha256: Sha256 | None = None
+    binary: bool = False
+
+
+#: How many lost paths a `workspace.restored` names; the rest are counted.
+LOST_PATHS_LIMIT = 100
+
+
+class WorkspaceCommitted(_Frozen):
+    """The execution's workspace files as of this commit: a content-addressed manifest."""
+
+    execution_id: Id
+    manifest: Sha256
+    files: Count
+    bytes: Count
+
+
+class WorkspaceRestored(_Frozen):
+    """A resumed attempt restored the last committed manifest (None: there was none).
+
+    What was written after that commit is gone: `lost_paths` names files whose local copy
+    differed from the manifest (only the machine that wrote them can know), and
+    `lost_tool_call_ids` the calls that were running when the last attempt stopped."""
+
+    execution_id: Id
+    attempt: Annotated[int, Field(ge=1)]
+    files: Count
+    bytes: Count
+    manifest: Sha256 | None = None
+    lost_paths: list[str] = Field(default_factory=list, max_length=LOST_PATHS_LIMIT)
+    lost_more: Count = 0
+    lost_tool_call_ids: list[Id] = Field(default_factory=list)
 
 
 class UsageRecorded(_Frozen):
@@ -260,12 +419,24 @@ class UsageRecorded(_Frozen):
 
 
 class DeliveryUpdated(_Frozen):
+    """One change of an external delivery's state (a chat message, an edit, an upload).
+
+    `pending → sent | retrying → … → sent | failed` is what the chat bridge reports;
+    `accepted`, `delivered` and `abandoned` are the first vocabulary, still read. `error` is
+    the last error; `next_attempt_at` says when a `retrying` delivery is tried again.
+    """
+
     delivery_id: Id
     channel: str
     target: str
-    status: Literal["accepted", "delivered", "failed", "abandoned"]
+    status: Literal["pending", "sent", "retrying", "failed", "accepted", "delivered", "abandoned"]
     attempts: Count = 0
     error: ErrorInfo | None = None
+    #: What is delivered: message, edit, reaction, upload (the channel's vocabulary).
+    kind: str | None = None
+    #: The platform's id of what it delivered (a Matrix event id), once sent.
+    event_id: str | None = None
+    next_attempt_at: Timestamp | None = None
 
 
 # -- the envelope ---------------------------------------------------------------------------
@@ -384,6 +555,11 @@ class ArtifactPublishedAction(_Envelope):
     data: ArtifactPublished
 
 
+class ArtifactUpdatedAction(_Envelope):
+    type: Literal["artifact.updated"] = "artifact.updated"
+    data: ArtifactUpdated
+
+
 class FileChangedAction(_Envelope):
     type: Literal["file.changed"] = "file.changed"
     data: FileChanged
@@ -397,6 +573,16 @@ class UsageRecordedAction(_Envelope):
 class DeliveryUpdatedAction(_Envelope):
     type: Literal["delivery.updated"] = "delivery.updated"
     data: DeliveryUpdated
+
+
+class WorkspaceCommittedAction(_Envelope):
+    type: Literal["workspace.committed"] = "workspace.committed"
+    data: WorkspaceCommitted
+
+
+class WorkspaceRestoredAction(_Envelope):
+    type: Literal["workspace.restored"] = "workspace.restored"
+    data: WorkspaceRestored
 
 
 class UnknownAction(_Envelope):
@@ -427,9 +613,12 @@ KnownAction: TypeAlias = (
     | WorkerStartedAction
     | WorkerEndedAction
     | ArtifactPublishedAction
+    | ArtifactUpdatedAction
     | FileChangedAction
     | UsageRecordedAction
     | DeliveryUpdatedAction
+    | WorkspaceCommittedAction
+    | WorkspaceRestoredAction
 )
 
 ACTION_CLASSES: dict[str, type[_Envelope]] = {
@@ -453,9 +642,12 @@ ACTION_CLASSES: dict[str, type[_Envelope]] = {
     "worker.started": WorkerStartedAction,
     "worker.ended": WorkerEndedAction,
     "artifact.published": ArtifactPublishedAction,
+    "artifact.updated": ArtifactUpdatedAction,
     "file.changed": FileChangedAction,
     "usage.recorded": UsageRecordedAction,
     "delivery.updated": DeliveryUpdatedAction,
+    "workspace.committed": WorkspaceCommittedAction,
+    "workspace.restored": WorkspaceRestoredAction,
 }
 ACTION_TYPES: frozenset[str] = frozenset(ACTION_CLASSES)
 
@@ -486,9 +678,12 @@ Action = Annotated[
     | Annotated[WorkerStartedAction, Tag("worker.started")]
     | Annotated[WorkerEndedAction, Tag("worker.ended")]
     | Annotated[ArtifactPublishedAction, Tag("artifact.published")]
+    | Annotated[ArtifactUpdatedAction, Tag("artifact.updated")]
     | Annotated[FileChangedAction, Tag("file.changed")]
     | Annotated[UsageRecordedAction, Tag("usage.recorded")]
     | Annotated[DeliveryUpdatedAction, Tag("delivery.updated")]
+    | Annotated[WorkspaceCommittedAction, Tag("workspace.committed")]
+    | Annotated[WorkspaceRestoredAction, Tag("workspace.restored")]
     | Annotated[UnknownAction, Tag("unknown")],
     Discriminator(_tag_of),
 ]

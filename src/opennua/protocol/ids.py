@@ -1,4 +1,4 @@
-"""Prefixed ULID identities (DESIGN.md §2).
+"""Prefixed ULID identities (docs/architecture.md §2).
 
 Pure: the caller passes the time and the random bytes in, so ids are reproducible in tests
 and the protocol never touches a clock or an entropy source. Action ids are derived, not
@@ -11,6 +11,14 @@ import hashlib
 from typing import Final, Literal
 
 from ulid import ULID
+
+__all__ = [
+    "PREFIXES",
+    "IdKind",
+    "action_id",
+    "kind_of",
+    "new_id",
+]
 
 IdKind = Literal[
     "session",

@@ -1,4 +1,4 @@
-"""What clients ask of the Host, and what it answers (DESIGN.md §3).
+"""What clients ask of the Host, and what it answers (docs/architecture.md §3).
 
 One input type per intent: the HTTP routes, the WebSocket and the CLI all build these, so
 validation happens once. `intent_id` is the idempotency key: retransmitting an intent after
@@ -11,7 +11,24 @@ from typing import Annotated, Literal, Self
 
 from pydantic import Field, JsonValue, TypeAdapter, model_validator
 
-from opennua.protocol.actions import ContentPart, Id, _Frozen
+from opennua.protocol.actions import ContentPart, Count, ErrorInfo, Id, Timestamp, _Frozen
+
+__all__ = [
+    "INTENT_ADAPTER",
+    "INTENT_RESULT_ADAPTER",
+    "Accepted",
+    "AnswerInput",
+    "Cancel",
+    "Conflict",
+    "CreateSession",
+    "Intent",
+    "IntentResult",
+    "Rejected",
+    "ReportDelivery",
+    "RetryTurn",
+    "SendMessage",
+    "UpdateSession",
+]
 
 
 class _Intent(_Frozen):
@@ -53,8 +70,38 @@ class UpdateSession(_Intent):
     title: Annotated[str, Field(min_length=1, max_length=200)]
 
 
+class ReportDelivery(_Intent):
+    """A bridge reports how an external delivery fared; the Host appends `delivery.updated`.
+
+    The bridge is the one that talks to the platform, so it is the witness of delivery;
+    the Host accepts the report into the session log so every client sees the same state.
+    """
+
+    type: Literal["report_delivery"] = "report_delivery"
+    delivery_id: Id
+    channel: Annotated[str, Field(min_length=1, max_length=64)]
+    target: Annotated[str, Field(min_length=1, max_length=256)]
+    kind: Annotated[str, Field(min_length=1, max_length=64)]
+    status: Literal["pending", "sent", "retrying", "failed"]
+    attempts: Count = 0
+    event_id: Annotated[str, Field(max_length=256)] | None = None
+    next_attempt_at: Timestamp | None = None
+    error: ErrorInfo | None = None
+
+
+class CreateSession(_Intent):
+    """The intent that creates a session (no session exists yet to scope it)."""
+
+    type: Literal["create_session"] = "create_session"
+    title: str = Field(default="", max_length=200)
+    metadata: dict[str, JsonValue] = Field(default_factory=dict)
+    #: The deployment whose execution snapshot the session is bound to (None: `default`).
+    deployment: str | None = Field(default=None, max_length=64)
+
+
 Intent = Annotated[
-    SendMessage | Cancel | AnswerInput | RetryTurn | UpdateSession, Field(discriminator="type")
+    SendMessage | Cancel | AnswerInput | RetryTurn | UpdateSession | ReportDelivery,
+    Field(discriminator="type"),
 ]
 INTENT_ADAPTER: TypeAdapter[Intent] = TypeAdapter(Intent)
 

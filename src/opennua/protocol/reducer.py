@@ -1,4 +1,4 @@
-"""`previous state + ordered action = next state` (DESIGN.md §3).
+"""`previous state + ordered action = next state` (docs/architecture.md §3).
 
 Rules: an action at or below the state's seq is a duplicate and changes nothing; one
 beyond seq + 1 raises `SequenceGap` (the client resyncs); an unknown type only advances
@@ -14,12 +14,13 @@ the previous one.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 from opennua.protocol import actions as a
 from opennua.protocol.state import (
     USAGE_FIELDS,
-    Session,
+    Message,
+    SessionState,
     TimelineItem,
     TimelineKind,
     Turn,
@@ -52,7 +53,7 @@ class _Anomaly(Exception):
     """Raised by a handler before it writes anything; becomes an entry in `anomalies`."""
 
 
-def reduce(state: Session, action: a.Action) -> Session:
+def reduce(state: SessionState, action: a.Action) -> SessionState:
     """Apply one action. See the module docstring for the rules and ownership."""
     seq = action.seq
     if seq is None:
@@ -79,7 +80,7 @@ def reduce(state: Session, action: a.Action) -> Session:
     return state
 
 
-def replay(actions: Iterable[a.Action], state: Session | None = None) -> Session:
+def replay(actions: Iterable[a.Action], state: SessionState | None = None) -> SessionState:
     """Reduce `actions` in order, from `state` (default: the initial state)."""
     current = initial_state() if state is None else state
     for action in actions:
@@ -90,7 +91,7 @@ def replay(actions: Iterable[a.Action], state: Session | None = None) -> Session
 # -- lookups that raise _Anomaly instead of KeyError ----------------------------------------
 
 
-def _turn(state: Session, action: a.Action) -> Turn:
+def _turn(state: SessionState, action: a.Action) -> Turn:
     if action.turn_id is None:
         raise _Anomaly("action has no turn_id")
     turn = find_turn(state, action.turn_id)
@@ -118,7 +119,7 @@ def _add_usage(total: Usage, data: a.UsageRecorded) -> None:
         total[field] += getattr(data, field)  # type: ignore[literal-required]
 
 
-def _derive_status(state: Session) -> None:
+def _derive_status(state: SessionState) -> None:
     if state["status"] == "archived":
         return
     states = {turn["state"] for turn in state["turns"]}
@@ -137,7 +138,7 @@ def _json(model: Any) -> Any:
 # -- handlers, one per known type -----------------------------------------------------------
 
 
-def _session_created(state: Session, action: a.SessionCreatedAction) -> None:
+def _session_created(state: SessionState, action: a.SessionCreatedAction) -> None:
     if state["created_at"] is not None:
         raise _Anomaly("session already created")
     d = action.data
@@ -147,18 +148,21 @@ def _session_created(state: Session, action: a.SessionCreatedAction) -> None:
     state["principal_id"] = d.principal_id
     state["plugin"] = _json(d.plugin)
     state["deployment_digest"] = d.deployment_digest
+    state["deployment"] = d.deployment
+    state["model"] = d.model
+    state["snapshot_digest"] = d.snapshot_digest
     state["metadata"] = dict(d.metadata)
     state["created_at"] = action.ts
 
 
-def _session_updated(state: Session, action: a.SessionUpdatedAction) -> None:
+def _session_updated(state: SessionState, action: a.SessionUpdatedAction) -> None:
     if action.data.title is not None:
         state["title"] = action.data.title
     if action.data.metadata is not None:
         state["metadata"] = dict(action.data.metadata)
 
 
-def _turn_started(state: Session, action: a.TurnStartedAction) -> None:
+def _turn_started(state: SessionState, action: a.TurnStartedAction) -> None:
     d = action.data
     if action.turn_id is None:
         raise _Anomaly("action has no turn_id")
@@ -176,6 +180,7 @@ def _turn_started(state: Session, action: a.TurnStartedAction) -> None:
             "trigger": cast(Any, d.trigger.model_dump(mode="json")),
             "trace_id": d.trace_id,
             "retry_of": d.retry_of,
+            "model_retry": None,
             "user_message_id": d.message_id,
             "started_at": action.ts,
             "ended_at": None,
@@ -196,6 +201,8 @@ def _turn_started(state: Session, action: a.TurnStartedAction) -> None:
             "input_requests": {},
             "workers": {},
             "file_changes": {},
+            "workspace": {"manifest": None, "files": 0, "bytes": 0},
+            "workspace_restores": {},
             "plan": [],
             "usage": empty_usage(),
             "usage_by_model": {},
@@ -204,19 +211,21 @@ def _turn_started(state: Session, action: a.TurnStartedAction) -> None:
     _derive_status(state)
 
 
-def _turn_state(state: Session, action: a.TurnStateAction) -> None:
+def _turn_state(state: SessionState, action: a.TurnStateAction) -> None:
     turn = _turn(state, action)
     if turn["state"] == "ended":
         raise _Anomaly(f"turn {turn['turn_id']} has already ended")
     turn["state"] = action.data.state
+    turn["model_retry"] = cast(Any, _json(action.data.model_retry))
     _derive_status(state)
 
 
-def _turn_ended(state: Session, action: a.TurnEndedAction) -> None:
+def _turn_ended(state: SessionState, action: a.TurnEndedAction) -> None:
     turn = _turn(state, action)
     if turn["state"] == "ended":
         raise _Anomaly(f"turn {turn['turn_id']} has already ended")
     turn["state"] = "ended"
+    turn["model_retry"] = None
     turn["stop_reason"] = action.data.stop_reason
     turn["error"] = cast(Any, _json(action.data.error))
     turn["ended_at"] = action.ts
@@ -232,7 +241,7 @@ def _turn_ended(state: Session, action: a.TurnEndedAction) -> None:
     _derive_status(state)
 
 
-def _attempt_started(state: Session, action: a.AttemptStartedAction) -> None:
+def _attempt_started(state: SessionState, action: a.AttemptStartedAction) -> None:
     turn = _turn(state, action)
     d = action.data
     turn["attempts"].append(
@@ -246,97 +255,99 @@ def _attempt_started(state: Session, action: a.AttemptStartedAction) -> None:
     )
 
 
-def _message_added(state: Session, action: a.MessageAddedAction) -> None:
+def _new_message(state: SessionState, action: a.Action, message: Message) -> None:
+    """A message of the action's turn, placed in its run's timeline; ids never repeat."""
     turn = _turn(state, action)
+    if message["message_id"] in turn["messages"]:
+        raise _Anomaly(f"message {message['message_id']} already exists")
+    turn["messages"][message["message_id"]] = message
+    _place(turn, action.run_id, "message", message["message_id"])
+
+
+def _message_added(state: SessionState, action: a.MessageAddedAction) -> None:
     d = action.data
-    if d.message_id in turn["messages"]:
-        raise _Anomaly(f"message {d.message_id} already exists")
-    turn["messages"][d.message_id] = {
-        "message_id": d.message_id,
-        "role": d.role,
-        "run_id": action.run_id,
-        "text": "".join(part.text for part in d.content if isinstance(part, a.TextPart)),
-        "status": "complete",
-        "content": [part.model_dump(mode="json") for part in d.content],
-    }
-    _place(turn, action.run_id, "message", d.message_id)
+    text = "".join(part.text for part in d.content if isinstance(part, a.TextPart))
+    content = [part.model_dump(mode="json") for part in d.content]
+    _new_message(
+        state,
+        action,
+        {
+            "message_id": d.message_id,
+            "role": d.role,
+            "run_id": action.run_id,
+            "text": text,
+            "status": "complete",
+            "content": content,
+        },
+    )
 
 
-def _message_started(state: Session, action: a.MessageStartedAction) -> None:
-    turn = _turn(state, action)
+def _message_started(state: SessionState, action: a.MessageStartedAction) -> None:
     d = action.data
-    if d.message_id in turn["messages"]:
-        raise _Anomaly(f"message {d.message_id} already exists")
-    turn["messages"][d.message_id] = {
-        "message_id": d.message_id,
-        "role": d.role,
-        "run_id": action.run_id,
-        "text": "",
-        "status": "streaming",
-        "content": None,
-    }
-    _place(turn, action.run_id, "message", d.message_id)
+    _new_message(
+        state,
+        action,
+        {
+            "message_id": d.message_id,
+            "role": d.role,
+            "run_id": action.run_id,
+            "text": "",
+            "status": "streaming",
+            "content": None,
+        },
+    )
 
 
-def _message_delta(state: Session, action: a.MessageDeltaAction) -> None:
-    turn = _turn(state, action)
-    message = turn["messages"].get(action.data.message_id)
+def _streaming_message(turn: Turn, message_id: str) -> Message:
+    message = turn["messages"].get(message_id)
     if message is None:
-        raise _Anomaly(f"unknown message {action.data.message_id}")
+        raise _Anomaly(f"unknown message {message_id}")
     if message["status"] != "streaming":
-        raise _Anomaly(f"message {action.data.message_id} is not streaming")
-    message["text"] += action.data.delta
+        raise _Anomaly(f"message {message_id} is not streaming")
+    return message
 
 
-def _message_completed(state: Session, action: a.MessageCompletedAction) -> None:
-    turn = _turn(state, action)
-    message = turn["messages"].get(action.data.message_id)
-    if message is None:
-        raise _Anomaly(f"unknown message {action.data.message_id}")
-    if message["status"] != "streaming":
-        raise _Anomaly(f"message {action.data.message_id} is not streaming")
+def _message_delta(state: SessionState, action: a.MessageDeltaAction) -> None:
+    _streaming_message(_turn(state, action), action.data.message_id)["text"] += action.data.delta
+
+
+def _message_completed(state: SessionState, action: a.MessageCompletedAction) -> None:
+    message = _streaming_message(_turn(state, action), action.data.message_id)
     message["text"] = action.data.text
     message["status"] = action.data.status
 
 
-def _reasoning_delta(state: Session, action: a.ReasoningDeltaAction) -> None:
+def _reasoning(
+    state: SessionState, action: a.Action, message_id: str, text: str, *, complete: bool
+) -> None:
+    """A reasoning delta (`complete=False`) or its completion: either may come first."""
     turn = _turn(state, action)
-    mid = action.data.message_id
-    reasoning = turn["reasoning"].get(mid)
+    reasoning = turn["reasoning"].get(message_id)
+    status: Literal["streaming", "complete"] = "complete" if complete else "streaming"
     if reasoning is None:
-        turn["reasoning"][mid] = {
-            "message_id": mid,
+        turn["reasoning"][message_id] = {
+            "message_id": message_id,
             "run_id": action.run_id,
-            "text": action.data.delta,
-            "status": "streaming",
+            "text": text,
+            "status": status,
         }
-        _place(turn, action.run_id, "reasoning", mid)
-    elif reasoning["status"] != "streaming":
-        raise _Anomaly(f"reasoning of {mid} is already complete")
-    else:
-        reasoning["text"] += action.data.delta
+        _place(turn, action.run_id, "reasoning", message_id)
+        return
+    if reasoning["status"] != "streaming":
+        raise _Anomaly(f"reasoning of {message_id} is already complete")
+    reasoning["text"] = text if complete else reasoning["text"] + text
+    reasoning["status"] = status
 
 
-def _reasoning_completed(state: Session, action: a.ReasoningCompletedAction) -> None:
-    turn = _turn(state, action)
-    mid = action.data.message_id
-    reasoning = turn["reasoning"].get(mid)
-    if reasoning is None:
-        turn["reasoning"][mid] = {
-            "message_id": mid,
-            "run_id": action.run_id,
-            "text": action.data.text,
-            "status": "complete",
-        }
-        _place(turn, action.run_id, "reasoning", mid)
-    elif reasoning["status"] != "streaming":
-        raise _Anomaly(f"reasoning of {mid} is already complete")
-    else:
-        reasoning["text"] = action.data.text
-        reasoning["status"] = "complete"
+def _reasoning_delta(state: SessionState, action: a.ReasoningDeltaAction) -> None:
+    _reasoning(state, action, action.data.message_id, action.data.delta, complete=False)
 
 
-def _tool_call_started(state: Session, action: a.ToolCallStartedAction) -> None:
+def _reasoning_completed(state: SessionState, action: a.ReasoningCompletedAction) -> None:
+    _reasoning(state, action, action.data.message_id, action.data.text, complete=True)
+
+
+def _tool_call_started(state: SessionState, action: a.ToolCallStartedAction) -> None:
     turn = _turn(state, action)
     d = action.data
     if d.tool_call_id in turn["tool_calls"]:
@@ -356,7 +367,7 @@ def _tool_call_started(state: Session, action: a.ToolCallStartedAction) -> None:
     _place(turn, action.run_id, "tool_call", d.tool_call_id)
 
 
-def _tool_call_updated(state: Session, action: a.ToolCallUpdatedAction) -> None:
+def _tool_call_updated(state: SessionState, action: a.ToolCallUpdatedAction) -> None:
     turn = _turn(state, action)
     d = action.data
     call = turn["tool_calls"].get(d.tool_call_id)
@@ -371,7 +382,7 @@ def _tool_call_updated(state: Session, action: a.ToolCallUpdatedAction) -> None:
         call["error"] = cast(Any, _json(d.error))
 
 
-def _input_request_opened(state: Session, action: a.InputRequestOpenedAction) -> None:
+def _input_request_opened(state: SessionState, action: a.InputRequestOpenedAction) -> None:
     turn = _turn(state, action)
     d = action.data
     if d.request_id in turn["input_requests"]:
@@ -400,7 +411,7 @@ def _input_request_opened(state: Session, action: a.InputRequestOpenedAction) ->
     _derive_status(state)
 
 
-def _input_request_resolved(state: Session, action: a.InputRequestResolvedAction) -> None:
+def _input_request_resolved(state: SessionState, action: a.InputRequestResolvedAction) -> None:
     turn = _turn(state, action)
     d = action.data
     request = turn["input_requests"].get(d.request_id)
@@ -419,13 +430,13 @@ def _input_request_resolved(state: Session, action: a.InputRequestResolvedAction
     _derive_status(state)
 
 
-def _plan_updated(state: Session, action: a.PlanUpdatedAction) -> None:
+def _plan_updated(state: SessionState, action: a.PlanUpdatedAction) -> None:
     turn = _turn(state, action)
     entries = [cast(Any, entry.model_dump(mode="json")) for entry in action.data.entries]
     _container(turn, action.run_id)["plan"] = entries
 
 
-def _worker_started(state: Session, action: a.WorkerStartedAction) -> None:
+def _worker_started(state: SessionState, action: a.WorkerStartedAction) -> None:
     turn = _turn(state, action)
     d = action.data
     if d.worker_run_id in turn["workers"]:
@@ -447,7 +458,7 @@ def _worker_started(state: Session, action: a.WorkerStartedAction) -> None:
     }
 
 
-def _worker_ended(state: Session, action: a.WorkerEndedAction) -> None:
+def _worker_ended(state: SessionState, action: a.WorkerEndedAction) -> None:
     turn = _turn(state, action)
     worker = turn["workers"].get(action.data.worker_run_id)
     if worker is None:
@@ -456,7 +467,7 @@ def _worker_ended(state: Session, action: a.WorkerEndedAction) -> None:
     worker["summary"] = action.data.summary
 
 
-def _artifact_published(state: Session, action: a.ArtifactPublishedAction) -> None:
+def _artifact_published(state: SessionState, action: a.ArtifactPublishedAction) -> None:
     d = action.data
     if d.artifact_id in state["artifacts"]:
         raise _Anomaly(f"artifact {d.artifact_id} already published")
@@ -470,12 +481,23 @@ def _artifact_published(state: Session, action: a.ArtifactPublishedAction) -> No
         "size": d.size,
         "sha256": d.sha256,
         "tool_call_id": d.tool_call_id,
+        "state": d.state,
+        "error": cast(Any, _json(d.error)),
     }
     if turn is not None:
         _place(turn, action.run_id, "artifact", d.artifact_id)
 
 
-def _file_changed(state: Session, action: a.FileChangedAction) -> None:
+def _artifact_updated(state: SessionState, action: a.ArtifactUpdatedAction) -> None:
+    d = action.data
+    artifact = state["artifacts"].get(d.artifact_id)
+    if artifact is None:
+        raise _Anomaly(f"unknown artifact {d.artifact_id}")
+    artifact["state"] = d.state
+    artifact["error"] = cast(Any, _json(d.error))
+
+
+def _file_changed(state: SessionState, action: a.FileChangedAction) -> None:
     turn = _turn(state, action)
     d = action.data
     # A file change has no id of its own; the id of the action that reported it is stable.
@@ -486,11 +508,36 @@ def _file_changed(state: Session, action: a.FileChangedAction) -> None:
         "change": d.change,
         "tool_call_id": d.tool_call_id,
         "diff_ref": d.diff_ref,
+        "diff": d.diff,
+        "size": d.size,
+        "sha256": d.sha256,
+        "binary": d.binary,
     }
     _place(turn, action.run_id, "file_change", action.id)
 
 
-def _usage_recorded(state: Session, action: a.UsageRecordedAction) -> None:
+def _workspace_committed(state: SessionState, action: a.WorkspaceCommittedAction) -> None:
+    d = action.data
+    _turn(state, action)["workspace"] = {"manifest": d.manifest, "files": d.files, "bytes": d.bytes}
+
+
+def _workspace_restored(state: SessionState, action: a.WorkspaceRestoredAction) -> None:
+    turn = _turn(state, action)
+    d = action.data
+    turn["workspace"] = {"manifest": d.manifest, "files": d.files, "bytes": d.bytes}
+    turn["workspace_restores"][action.id] = {
+        "id": action.id,
+        "attempt": d.attempt,
+        "manifest": d.manifest,
+        "files": d.files,
+        "lost_paths": list(d.lost_paths),
+        "lost_more": d.lost_more,
+        "lost_tool_call_ids": list(d.lost_tool_call_ids),
+    }
+    _place(turn, action.run_id, "workspace_restore", action.id)
+
+
+def _usage_recorded(state: SessionState, action: a.UsageRecordedAction) -> None:
     turn = _turn(state, action)
     d = action.data
     model_key = f"{d.provider}:{d.model}"
@@ -510,19 +557,37 @@ def _usage_recorded(state: Session, action: a.UsageRecordedAction) -> None:
         worker = turn["workers"].get(worker["parent_run_id"])
 
 
-def _delivery_updated(state: Session, action: a.DeliveryUpdatedAction) -> None:
+def _delivery_updated(state: SessionState, action: a.DeliveryUpdatedAction) -> None:
     d = action.data
+    before = state["deliveries"].get(d.delivery_id)
+    history = before["history"] if before is not None else []
+    error = cast(Any, _json(d.error))
+    # An update without the event id (a later report) keeps the one already known.
+    event_id = d.event_id if d.event_id is not None or before is None else before["event_id"]
+    history.append(
+        {
+            "seq": cast(int, action.seq),
+            "ts": action.ts,
+            "status": d.status,
+            "attempts": d.attempts,
+            "error": error,
+        }
+    )
     state["deliveries"][d.delivery_id] = {
         "delivery_id": d.delivery_id,
         "channel": d.channel,
         "target": d.target,
         "status": d.status,
         "attempts": d.attempts,
-        "error": cast(Any, _json(d.error)),
+        "error": error,
+        "kind": d.kind,
+        "event_id": event_id,
+        "next_attempt_at": d.next_attempt_at,
+        "history": history,
     }
 
 
-_HANDLERS: dict[str, Callable[[Session, Any], None]] = {
+_HANDLERS: dict[str, Callable[[SessionState, Any], None]] = {
     "session.created": _session_created,
     "session.updated": _session_updated,
     "turn.started": _turn_started,
@@ -543,8 +608,11 @@ _HANDLERS: dict[str, Callable[[Session, Any], None]] = {
     "worker.started": _worker_started,
     "worker.ended": _worker_ended,
     "artifact.published": _artifact_published,
+    "artifact.updated": _artifact_updated,
     "file.changed": _file_changed,
     "usage.recorded": _usage_recorded,
     "delivery.updated": _delivery_updated,
+    "workspace.committed": _workspace_committed,
+    "workspace.restored": _workspace_restored,
 }
 assert set(_HANDLERS) == a.ACTION_TYPES, "every known action type needs a handler"

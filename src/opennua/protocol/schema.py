@@ -8,6 +8,11 @@ from opennua.protocol.actions import ACTION_ADAPTER
 from opennua.protocol.intents import INTENT_ADAPTER, INTENT_RESULT_ADAPTER
 from opennua.protocol.state import SESSION_ADAPTER
 
+__all__ = [
+    "SCHEMA_NAMES",
+    "json_schemas",
+]
+
 SCHEMA_NAMES = ("action", "state", "intent", "intent_result")
 
 

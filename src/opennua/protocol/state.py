@@ -1,4 +1,4 @@
-"""Session state: what every client holds, built only by the reducer (DESIGN.md §3).
+"""Session state: what every client holds, built only by the reducer (docs/architecture.md §3).
 
 The state is plain JSON data described by TypedDicts: the reducer updates it in place
 (cheap per action), canonical JSON is a single `json.dumps`, and the web client's port
@@ -18,10 +18,56 @@ from typing import Literal
 from pydantic import JsonValue, TypeAdapter
 from typing_extensions import TypedDict
 
+__all__ = [
+    "SESSION_ADAPTER",
+    "USAGE_FIELDS",
+    "Anomaly",
+    "AnsweredBy",
+    "Artifact",
+    "Attempt",
+    "Delivery",
+    "DeliveryChange",
+    "ErrorInfo",
+    "FileChange",
+    "InputRequest",
+    "Message",
+    "ModelRetry",
+    "OpenInputRequest",
+    "PlanEntry",
+    "Reasoning",
+    "SessionState",
+    "SessionStatus",
+    "TimelineItem",
+    "TimelineKind",
+    "ToolCall",
+    "Trigger",
+    "Turn",
+    "TurnStateName",
+    "Usage",
+    "Worker",
+    "Workspace",
+    "WorkspaceRestore",
+    "canonical_json",
+    "copy_state",
+    "empty_usage",
+    "find_turn",
+    "initial_state",
+    "js_number",
+    "state_from_json",
+    "state_to_json",
+]
+
 SessionStatus = Literal["idle", "running", "requires_action", "archived"]
 TurnStateName = Literal["queued", "running", "requires_action", "ended"]
 TimelineKind = Literal[
-    "message", "reasoning", "tool_call", "input_request", "worker", "artifact", "file_change"
+    "message",
+    "reasoning",
+    "tool_call",
+    "input_request",
+    "worker",
+    "artifact",
+    "file_change",
+    "workspace_restore",
 ]
 
 
@@ -81,6 +127,12 @@ class ToolCall(TypedDict):
     error: ErrorInfo | None
 
 
+class ModelRetry(TypedDict):
+    attempt: int
+    retry_at: str
+    error: ErrorInfo
+
+
 class AnsweredBy(TypedDict):
     client_id: str | None
     principal_id: str | None
@@ -137,6 +189,28 @@ class FileChange(TypedDict):
     change: str
     tool_call_id: str | None
     diff_ref: str | None
+    diff: str | None
+    size: int | None
+    sha256: str | None
+    binary: bool
+
+
+class Workspace(TypedDict):
+    """The turn's last committed workspace manifest (None until its first commit)."""
+
+    manifest: str | None
+    files: int
+    bytes: int
+
+
+class WorkspaceRestore(TypedDict):
+    id: str
+    attempt: int
+    manifest: str | None
+    files: int
+    lost_paths: list[str]
+    lost_more: int
+    lost_tool_call_ids: list[str]
 
 
 class Artifact(TypedDict):
@@ -148,6 +222,8 @@ class Artifact(TypedDict):
     size: int
     sha256: str
     tool_call_id: str | None
+    state: str
+    error: ErrorInfo | None
 
 
 class Trigger(TypedDict):
@@ -166,6 +242,7 @@ class Turn(TypedDict):
     trigger: Trigger
     trace_id: str
     retry_of: str | None
+    model_retry: ModelRetry | None
     user_message_id: str
     started_at: str
     ended_at: str | None
@@ -177,6 +254,8 @@ class Turn(TypedDict):
     input_requests: dict[str, InputRequest]
     workers: dict[str, Worker]
     file_changes: dict[str, FileChange]
+    workspace: Workspace
+    workspace_restores: dict[str, WorkspaceRestore]
     plan: list[PlanEntry]
     usage: Usage
     usage_by_model: dict[str, Usage]
@@ -187,6 +266,14 @@ class OpenInputRequest(TypedDict):
     turn_id: str
 
 
+class DeliveryChange(TypedDict):
+    seq: int
+    ts: str
+    status: str
+    attempts: int
+    error: ErrorInfo | None
+
+
 class Delivery(TypedDict):
     delivery_id: str
     channel: str
@@ -194,6 +281,11 @@ class Delivery(TypedDict):
     status: str
     attempts: int
     error: ErrorInfo | None
+    kind: str | None
+    event_id: str | None
+    next_attempt_at: str | None
+    #: Every change in order: the attempts a person can read back.
+    history: list[DeliveryChange]
 
 
 class Anomaly(TypedDict):
@@ -203,7 +295,7 @@ class Anomaly(TypedDict):
     reason: str
 
 
-class Session(TypedDict):
+class SessionState(TypedDict):
     session_id: str | None
     seq: int
     title: str
@@ -212,6 +304,9 @@ class Session(TypedDict):
     principal_id: str | None
     plugin: dict[str, JsonValue] | None
     deployment_digest: str | None
+    deployment: str | None
+    model: str | None
+    snapshot_digest: str | None
     metadata: dict[str, JsonValue]
     created_at: str | None
     last_activity_at: str | None
@@ -224,7 +319,7 @@ class Session(TypedDict):
     anomalies: list[Anomaly]
 
 
-SESSION_ADAPTER: TypeAdapter[Session] = TypeAdapter(Session)
+SESSION_ADAPTER: TypeAdapter[SessionState] = TypeAdapter(SessionState)
 
 
 def empty_usage() -> Usage:
@@ -237,7 +332,7 @@ def empty_usage() -> Usage:
     }
 
 
-def initial_state() -> Session:
+def initial_state() -> SessionState:
     """The state before the first action (seq 0)."""
     return {
         "session_id": None,
@@ -248,6 +343,9 @@ def initial_state() -> Session:
         "principal_id": None,
         "plugin": None,
         "deployment_digest": None,
+        "deployment": None,
+        "model": None,
+        "snapshot_digest": None,
         "metadata": {},
         "created_at": None,
         "last_activity_at": None,
@@ -261,7 +359,7 @@ def initial_state() -> Session:
     }
 
 
-def state_to_json(state: Session) -> str:
+def state_to_json(state: SessionState) -> str:
     """Canonical JSON: sorted keys, no whitespace, UTF-8 text (not \\u-escaped).
 
     The web client produces the same bytes with `JSON.stringify` over key-sorted objects.
@@ -349,17 +447,17 @@ def js_number(number: float) -> str:
     return f"{prefix}{mantissa}e{'+' if power > 0 else '-'}{abs(power)}"
 
 
-def state_from_json(raw: str | bytes) -> Session:
+def state_from_json(raw: str | bytes) -> SessionState:
     """A state from its canonical JSON (e.g. a snapshot), validated against the schema."""
     return SESSION_ADAPTER.validate_json(raw)
 
 
-def copy_state(state: Session) -> Session:
+def copy_state(state: SessionState) -> SessionState:
     """An independent copy, for callers that must keep a state the reducer will advance."""
     return copy.deepcopy(state)
 
 
-def find_turn(state: Session, turn_id: str) -> Turn | None:
+def find_turn(state: SessionState, turn_id: str) -> Turn | None:
     # Newest first: nearly every action belongs to the latest turn.
     for turn in reversed(state["turns"]):
         if turn["turn_id"] == turn_id:

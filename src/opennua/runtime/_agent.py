@@ -3,31 +3,47 @@ checked against."""
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import json
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from opennua.runtime._builtins import BUILTIN_TOOLS
 from opennua.runtime._mcp import McpServer
-from opennua.runtime._models import model_from_env
 from opennua.runtime._tools import Tool
 
 DEFINITION_FORMAT = 1
-
-DEFAULT_INSTRUCTIONS = """You are opennua's default agent. You work in a workspace directory.
-Keep a plan with the `plan` tool and update it as you go. Use the file tools for files and
-`shell` for commands (the user approves each). Delegate self-contained work to a sub-agent
-with `task`. Publish deliverables with `publish_artifact`. Ask with `ask_user` only when you
-cannot proceed. Finish with a short answer."""
 
 DEFAULT_WORKER_INSTRUCTIONS = """You are a sub-agent working on one task for another agent.
 Keep your own plan with `plan`, use the tools you need, and finish with a concise answer."""
 
 
 @dataclass(frozen=True)
+class SubAgentDefinition:
+    """A named sub-agent the `task` tool can start: its own instructions, and optionally
+    its own tools (names or globs over the parent's) and model."""
+
+    name: str
+    description: str
+    instructions: str
+    tools: tuple[str, ...] | None = None  # None: every tool the parent has
+    model: str | None = None  # None: the parent's model
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "description": self.description,
+            "instructions": self.instructions,
+            "tools": None if self.tools is None else list(self.tools),
+            "model": self.model,
+        }
+
+
+@dataclass(frozen=True)
 class AgentDefinition:
-    """What runs: instructions, tools, MCP servers and the model string."""
+    """What runs: instructions, tools, MCP servers, the model string, named sub-agents and
+    the access policy (tool names or globs, applied to every tool, MCP ones included)."""
 
     name: str
     instructions: str
@@ -36,9 +52,14 @@ class AgentDefinition:
     worker_instructions: str = DEFAULT_WORKER_INSTRUCTIONS
     mcp_servers: tuple[McpServer, ...] = field(default=())
     max_depth: int = 1  # sub-agents may not spawn sub-agents below this depth
+    subagents: tuple[SubAgentDefinition, ...] = ()
+    allowed_tools: tuple[str, ...] | None = None  # None: every tool is offered
+    approval_required: tuple[str, ...] = ()  # asked every time, whatever the tool says
+    #: The plugin this definition was built from: {name, version, digest}.
+    plugin: dict[str, str] | None = None
 
     def describe(self) -> dict[str, Any]:
-        return {
+        described: dict[str, Any] = {
             "format": DEFINITION_FORMAT,
             "name": self.name,
             "instructions": self.instructions,
@@ -48,24 +69,64 @@ class AgentDefinition:
             "mcp_servers": [s.describe() for s in self.mcp_servers],
             "max_depth": self.max_depth,
         }
+        # Only when set, so that a definition without them keeps the digest it had.
+        if self.subagents:
+            described["subagents"] = [a.describe() for a in self.subagents]
+        if self.allowed_tools is not None:
+            described["allowed_tools"] = list(self.allowed_tools)
+        if self.approval_required:
+            described["approval_required"] = list(self.approval_required)
+        if self.plugin is not None:
+            described["plugin"] = dict(self.plugin)
+        return described
 
     @property
     def digest(self) -> str:
         return agent_digest(self)
+
+    @property
+    def equivalent_digests(self) -> frozenset[str]:
+        """Digests a checkpoint may carry and still be this agent: its own, and the one it
+        had before it named the plugin it was built from. Checkpoints written before
+        plugins existed (the built-in agent, same instructions and tools) resume after an
+        upgrade; the plugin reference adds provenance, not behaviour."""
+        digests = {self.digest}
+        if self.plugin is not None:
+            digests.add(agent_digest(replace(self, plugin=None)))
+        return frozenset(digests)
+
+    def subagent(self, name: str) -> SubAgentDefinition | None:
+        return next((a for a in self.subagents if a.name == name), None)
+
+    def offered(
+        self, tools: Mapping[str, Tool], subagent: str | None, depth: int
+    ) -> dict[str, Tool]:
+        """The tools a run sees: a named sub-agent's own list (of the parent's), and no
+        `task` below `max_depth`."""
+        out = {n: t for n, t in tools.items() if not (n == "task" and depth >= self.max_depth)}
+        sub = self.subagent(subagent) if subagent is not None else None
+        if sub is not None and sub.tools is not None:
+            out = {n: t for n, t in out.items() if matches(n, sub.tools)}
+        return out
+
+    def governed(self, tools: Iterable[Tool]) -> dict[str, Tool]:
+        """`tools` under the access policy: one outside the allow-list is dropped (never
+        offered, never callable); one that always needs approval asks."""
+        out = {}
+        for t in tools:
+            if self.allowed_tools is not None and not matches(t.name, self.allowed_tools):
+                continue
+            if matches(t.name, self.approval_required) and not t.requires_approval:
+                t = replace(t, requires_approval=True)
+            out[t.name] = t
+        return out
+
+
+def matches(name: str, patterns: Iterable[str]) -> bool:
+    return any(fnmatch.fnmatchcase(name, p) for p in patterns)
 
 
 def agent_digest(definition: AgentDefinition) -> str:
     """sha256 over the canonical JSON description of the definition and its model."""
     canonical = json.dumps(definition.describe(), sort_keys=True, separators=(",", ":"))
     return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
-
-
-def default_agent(model: str | None = None) -> AgentDefinition:
-    """The built-in agent sessions run until plugins exist; `model` defaults to `NUA_MODEL`
-    or `scripted:demo`."""
-    return AgentDefinition(
-        name="default",
-        instructions=DEFAULT_INSTRUCTIONS,
-        model=model or model_from_env(),
-        tools=BUILTIN_TOOLS,
-    )

@@ -3,42 +3,31 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import hashlib
 import os
-import signal
-from pathlib import Path, PurePosixPath
+import re
+import unicodedata
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, JsonValue
 
-from opennua.protocol.actions import ArtifactPublished, FileChanged, PlanEntry, PlanUpdated
+from opennua.protocol.actions import ArtifactPublished, ErrorInfo, PlanEntry, PlanUpdated
+from opennua.runtime._diffs import file_change
+from opennua.runtime._errors import BlobsUnavailable, ToolError
+from opennua.runtime._files import edit_text, list_tree, read_text, write_text
+from opennua.runtime._sandbox import WORKSPACE, SandboxUnavailable, run_command
 from opennua.runtime._tools import InputRequired, Tool, ToolContext, tool
-from opennua.runtime.errors import ToolError
 
 #: Variables a shell command inherits; everything else (API keys, tokens) is dropped.
 SHELL_ENV_ALLOWLIST = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM")
 SHELL_OUTPUT_CAP = 64 * 1024
 SHELL_TIMEOUT = 120.0
-
-
-def confine(workspace: Path, relative: str) -> Path:
-    """`relative` inside `workspace`, or a `ToolError` that says why not.
-
-    Refused: absolute paths, any `..` component, and paths whose resolution (symlinks
-    followed) leaves the workspace.
-    """
-    if not relative or relative.strip() == "":
-        raise ToolError("path must not be empty")
-    pure = PurePosixPath(relative)
-    if pure.is_absolute() or Path(relative).is_absolute():
-        raise ToolError(f"path {relative!r} is absolute; use a path relative to the workspace")
-    if ".." in pure.parts:
-        raise ToolError(f"path {relative!r} contains '..'; paths must stay inside the workspace")
-    root = workspace.resolve()
-    target = (root / pure).resolve()
-    if target != root and root not in target.parents:
-        raise ToolError(f"path {relative!r} leads outside the workspace (symlink)")
-    return target
+#: An artifact's name is a file name (its download's); a media type is `type/subtype` with
+#: optional `; name=value` parameters, all printable ASCII (RFC 6838, RFC 9110 §8.3.1).
+_TOKEN = r"[A-Za-z0-9!#$%&'*+.^_`|~-]+"
+_MEDIA_TYPE = re.compile(
+    rf"{_TOKEN}/{_TOKEN}(?:[ \t]*;[ \t]*{_TOKEN}=(?:{_TOKEN}|\"[\x20\x21\x23-\x5b\x5d-\x7e]*\"))*"
+)
 
 
 class PlanItem(BaseModel):
@@ -83,72 +72,92 @@ async def publish_artifact(
     ctx: ToolContext, name: str, content: str, media_type: str = "text/markdown"
 ) -> str:
     """Publish a file as an artifact the user can download."""
+    _check_artifact(name, media_type)
     data = content.encode()
-    sha = await ctx.artifacts.put(data, name=name, media_type=media_type)
+    sha = hashlib.sha256(data).hexdigest()
+    error = None
+    try:
+        await ctx.artifacts.put(data, name=name, media_type=media_type)
+    except BlobsUnavailable as exc:
+        # The artifact is registered all the same, `failed`: the turn goes on, every client
+        # shows the failed upload, and a retry (POST …/artifacts/{aid}/retry) re-uploads the
+        # content this call's input keeps in the session log.
+        error = ErrorInfo(code=exc.code, message=exc.message[:2000])
+    artifact_id = ctx.idempotency_key.replace("call_", "art_", 1)
     ctx.report(
         ArtifactPublished(
-            artifact_id=ctx.idempotency_key.replace("call_", "art_", 1),
+            artifact_id=artifact_id,
             name=name,
             media_type=media_type,
             size=len(data),
             sha256=sha,
             tool_call_id=ctx.tool_call_id,
+            state="published" if error is None else "failed",
+            error=error,
         )
     )
+    if error is not None:
+        return (
+            f"Registered {name} as {artifact_id}, but its upload failed ({error.message}); "
+            "the user can retry the upload. Do not publish it again."
+        )
     return f"Published {name} ({len(data)} bytes, sha256 {sha[:12]})."
 
 
+def _check_artifact(name: str, media_type: str) -> None:
+    if not name.strip():
+        raise ToolError("the artifact name must not be empty")
+    if any(unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp", "Cs") for ch in name):
+        raise ToolError("the artifact name must not contain control characters")
+    if "/" in name or "\\" in name or name in (".", ".."):
+        raise ToolError("the artifact name is a file name: no '/' or '\\', not '.' or '..'")
+    if len(name.encode()) > 255:
+        raise ToolError("the artifact name is longer than 255 bytes")
+    if _MEDIA_TYPE.fullmatch(media_type) is None:
+        raise ToolError(
+            f"media_type {media_type[:100]!r} is not a media type such as text/markdown"
+        )
+
+
 @tool("read_file", kind="read", title="Read file", idempotent=True)
-def read_file(ctx: ToolContext, path: str) -> str:
+async def read_file(ctx: ToolContext, path: str) -> str:
     """Read a text file in the workspace."""
-    target = confine(ctx.workspace, path)
-    if not target.is_file():
-        raise ToolError(f"no such file: {path}")
-    return target.read_text(errors="replace")
+    return await asyncio.to_thread(read_text, ctx.workspace, path)
 
 
 @tool("write_file", kind="edit", title="Write file", idempotent=True)
-def write_file(ctx: ToolContext, path: str, content: str) -> str:
+async def write_file(ctx: ToolContext, path: str, content: str) -> str:
     """Create or overwrite a text file in the workspace."""
-    target = confine(ctx.workspace, path)
-    existed = target.exists()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(content)
-    ctx.report(
-        FileChanged(
-            path=path, change="modified" if existed else "created", tool_call_id=ctx.tool_call_id
-        )
-    )
+    before = await asyncio.to_thread(write_text, ctx.workspace, path, content)
+    await _report_change(ctx, path, before, content.encode())
     return f"Wrote {len(content.encode())} bytes to {path}."
 
 
 @tool("edit_file", kind="edit", title="Edit file")
-def edit_file(ctx: ToolContext, path: str, old: str, new: str) -> str:
+async def edit_file(ctx: ToolContext, path: str, old: str, new: str) -> str:
     """Replace the one occurrence of `old` with `new` in a workspace file."""
-    target = confine(ctx.workspace, path)
-    if not target.is_file():
-        raise ToolError(f"no such file: {path}")
-    text = target.read_text()
-    count = text.count(old)
-    if count != 1:
-        raise ToolError(f"`old` occurs {count} times in {path}; it must occur exactly once")
-    target.write_text(text.replace(old, new, 1))
-    ctx.report(FileChanged(path=path, change="modified", tool_call_id=ctx.tool_call_id))
+    before, after = await asyncio.to_thread(edit_text, ctx.workspace, path, old, new)
+    await _report_change(ctx, path, before, after)
     return f"Edited {path}."
 
 
-@tool("list_files", kind="search", title="List files", idempotent=True)
-def list_files(ctx: ToolContext, path: str = ".") -> str:
-    """List the files under a workspace directory."""
-    root = ctx.workspace.resolve()
-    base = root if path in (".", "") else confine(ctx.workspace, path)
-    if not base.is_dir():
-        raise ToolError(f"no such directory: {path}")
-    names = sorted(
-        str(p.relative_to(root)) + ("/" if p.is_dir() else "")
-        for p in base.rglob("*")
-        if ".." not in p.relative_to(root).parts
+async def _report_change(ctx: ToolContext, path: str, before: bytes | None, after: bytes) -> None:
+    change, big = await asyncio.to_thread(
+        file_change, path, before, after, tool_call_id=ctx.tool_call_id
     )
+    if big is not None:
+        try:
+            sha = await ctx.artifacts.put(big, name=f"{path}.diff", media_type="text/x-diff")
+            change = change.model_copy(update={"diff_ref": f"sha256:{sha}"})
+        except BlobsUnavailable:
+            pass  # the change is still reported (size, sha256), without its diff
+    ctx.report(change)
+
+
+@tool("list_files", kind="search", title="List files", idempotent=True)
+async def list_files(ctx: ToolContext, path: str = ".") -> str:
+    """List the files under a workspace directory."""
+    names = await asyncio.to_thread(list_tree, ctx.workspace, path)
     return "\n".join(names) if names else "(empty)"
 
 
@@ -165,51 +174,30 @@ async def shell(
 ) -> str:
     """Run a shell command in the workspace directory."""
     env = dict(ctx.shell_env) or scrubbed_env()
-    env["HOME"] = str(ctx.workspace)
-    proc = await asyncio.create_subprocess_exec(
-        "/bin/sh",
-        "-c",
-        command,
-        cwd=ctx.workspace,
-        env=env,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-        # Its own process group, so cancel and timeout kill the children it spawned too.
-        start_new_session=True,
-    )
+    env["HOME"] = WORKSPACE if ctx.sandbox == "bwrap" else str(ctx.workspace)
+    if "\x00" in command:
+        raise ToolError("the command contains a NUL byte")
     try:
-        assert proc.stdout is not None
-        out = await asyncio.wait_for(_read_capped(proc.stdout), timeout_seconds)
-        code = await asyncio.wait_for(proc.wait(), timeout_seconds)
+        async with asyncio.timeout(timeout_seconds):
+            result = await run_command(
+                ctx.sandbox,
+                ["/bin/sh", "-c", command],
+                workspace=ctx.workspace,
+                env=env,
+                output_cap=SHELL_OUTPUT_CAP,
+            )
     except TimeoutError:
-        _kill_group(proc)
-        await proc.wait()
         raise ToolError(f"command timed out after {timeout_seconds:g}s") from None
-    except BaseException:
-        _kill_group(proc)
-        with contextlib.suppress(Exception):
-            await asyncio.shield(proc.wait())
-        raise
-    text = out.decode(errors="replace")
-    if code != 0:
-        raise ToolError(f"exit status {code}\n{text}")
+    except SandboxUnavailable as exc:
+        raise ToolError(
+            f"shell is disabled: {exc.reason}. The operator can install bubblewrap, or run "
+            "`nua serve --sandbox none` to allow unconfined commands.",
+            code="sandbox_unavailable",
+        ) from None
+    text = result.output.decode(errors="replace")
+    if result.exit_status != 0:
+        raise ToolError(f"exit status {result.exit_status}\n{text}")
     return text
-
-
-async def _read_capped(stream: asyncio.StreamReader) -> bytes:
-    buf = bytearray()
-    while chunk := await stream.read(65536):
-        if len(buf) < SHELL_OUTPUT_CAP:
-            buf += chunk[: SHELL_OUTPUT_CAP - len(buf)]
-    if len(buf) >= SHELL_OUTPUT_CAP:
-        buf += b"\n[output truncated]"
-    return bytes(buf)
-
-
-def _kill_group(proc: asyncio.subprocess.Process) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)
 
 
 BUILTIN_TOOLS: tuple[Tool, ...] = (

@@ -3,99 +3,70 @@ tool, recording its result, and sub-agents (`task`) as nested runs."""
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import json
-from collections.abc import Awaitable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ValidationError
 from pydantic_ai.messages import RetryInfo, ToolReturnPart
 
 from opennua.protocol import actions as pa
-from opennua.runtime._env import APPROVE, RETRY, SKIP, Limits, RunEnv
+from opennua.runtime._agent import AgentDefinition
+from opennua.runtime._budget import Budget
+from opennua.runtime._control import Cancelled, CancelScope, Stop, Suspend
+from opennua.runtime._env import APPROVE, REJECT, RETRY, SKIP, Limits, RunEnv
+from opennua.runtime._errors import ToolError
+from opennua.runtime._events import RuntimeEvent
 from opennua.runtime._journal import LedgerOp
-from opennua.runtime._state import ExecState, Op, PendingCall, RunState, encode_part
+from opennua.runtime._ops import ChildOp, FlushOp, PlanOp, ResultOp, RunOp, StartOp, WaitOp
+from opennua.runtime._state import PendingCall, RunState
 from opennua.runtime._tools import InputRequired, Tool, ToolContext, validation_message
-from opennua.runtime.errors import ToolError
-from opennua.runtime.events import RuntimeEvent
+from opennua.runtime._writer import StepWriter
 
-if TYPE_CHECKING:
-    from opennua.runtime._agent import AgentDefinition
-
-T = TypeVar("T")
 PREVIEW_CHARS = 2000
+ToolOutcome = Literal["success", "failed", "denied"]
 
 
-class _Cancelled(Exception):
-    pass
+class ModelOpener(Protocol):
+    """What tool calls need of the model side: opening a run's next model call in the
+    commit that records the last result, when the limits still allow one."""
+
+    def can_issue(self) -> bool: ...
+
+    def issue(self, run: RunState) -> list[RuntimeEvent]: ...
 
 
-class _Stop(Exception):
-    def __init__(self, reason: str, code: str | None = None, message: str = "") -> None:
-        super().__init__(message)
-        self.reason, self.code, self.message = reason, code, message
+class ToolCalls:
+    def __init__(
+        self,
+        agent: AgentDefinition,
+        limits: Limits,
+        env: RunEnv,
+        writer: StepWriter,
+        cancel: CancelScope,
+        tools: Mapping[str, Tool],
+        model: ModelOpener,
+        budget: Budget,
+    ) -> None:
+        self._budget = budget
+        self._agent = agent
+        self._limits = limits
+        self._env = env
+        self._writer = writer
+        self._cancel = cancel
+        self._tools = tools
+        self._model = model
+        self._started_here: set[str] = set()  # calls this attempt wrote `started` for
+        self._checked: dict[str, dict[str, Any]] = {}  # arguments `ride` validated, by call
 
-
-class _Suspend(Exception):
-    def __init__(self, request_id: str) -> None:
-        super().__init__(request_id)
-        self.request_id = request_id
-
-
-class CallsMixin:
-    agent: AgentDefinition
-    env: RunEnv
-    limits: Limits
-    state: ExecState
-    _tools: dict[str, Tool]
-    _started_here: set[str]
-    _checked: dict[str, dict[str, Any]]  # arguments `_ride` validated, by call id
-    _cancel: asyncio.Event
-
-    # provided by AgentLoop
-    def _op(self, op: Op, live: Any = None) -> None: ...
-    def _event(self, key: str, run_id: str, data: BaseModel) -> RuntimeEvent: ...
-    async def _commit(
-        self, events: list[RuntimeEvent], ledger: Sequence[LedgerOp] = ()
-    ) -> None: ...
-    async def _race(self, work: Awaitable[T]) -> T: ...
-    def _check_cancel(self) -> None: ...
-    async def _settle(self) -> None: ...
-    async def _poll(self) -> None: ...
-    def _issue(self, run: RunState) -> list[RuntimeEvent]: ...
-    def _can_issue(self) -> bool: ...
-
-    @staticmethod
-    def _run_op(
-        run_id: str,
-        parent: str | None,
-        parent_call: str | None,
-        name: str,
-        task: str,
-        prompt: str,
-        instructions: str,
-    ) -> Op:
-        return {
-            "op": "run",
-            "run": run_id,
-            "parent": parent,
-            "parent_call": parent_call,
-            "name": name,
-            "task": task,
-            "prompt": prompt,
-            "instructions": instructions,
-        }
-
-    def _tool_for(self, call: PendingCall, depth: int) -> Tool | None:
-        if call.name == "task" and depth >= self.agent.max_depth:
-            return None
-        return self._tools.get(call.name)
+    def _tool_for(self, run: RunState, call: PendingCall, depth: int) -> Tool | None:
+        return self._agent.offered(self._tools, run.agent, depth).get(call.name)
 
     def _updated(
         self, run: RunState, call: PendingCall, suffix: str, **fields: Any
     ) -> RuntimeEvent:
-        return self._event(
+        return RuntimeEvent(
             f"{run.run_id}/{call.call_id}/{suffix}",
             run.run_id,
             pa.ToolCallUpdated(tool_call_id=call.call_id, **fields),
@@ -103,8 +74,10 @@ class CallsMixin:
 
     # -- one call ------------------------------------------------------------------------
 
-    async def _handle_call(self, run: RunState, call: PendingCall, depth: int) -> None:
-        tool = self._tool_for(call, depth)
+    async def handle(self, run: RunState, call: PendingCall, depth: int) -> None:
+        """Advance the run's current call by one step (it may suspend the execution)."""
+        self._budget.check_tool_call(self._writer.state)
+        tool = self._tool_for(run, call, depth)
         try:
             if tool is None:
                 raise ValueError(f"unknown tool {call.name!r}")
@@ -112,39 +85,39 @@ class CallsMixin:
         except (ValidationError, ValueError) as exc:
             await self._invalid_call(run, call, exc)
             return
-        answer = run.answer or {}
+        answer = run.answer
         if call.name == "task":
             await self._start_task(run, call, args)
             return
         if run.started and call.call_id not in self._started_here:
             # `started` by an attempt that died before `completed`: it may or may not have
             # had its effect. Idempotent tools re-run under the same key; others ask.
-            if answer.get("reason") == "confirmation":
-                if answer.get("option_id") != RETRY:
-                    await self._record(run, call, tool, None, skipped=True)
+            if answer is not None and answer.reason == "confirmation":
+                if answer.option_id != RETRY:
+                    await self._record(run, call, None, skipped=True)
                     return
-                await self._start(run, call, suffix=f"running@{self.state.step_no}")
+                await self._start(run, call, suffix=f"running@{self._writer.state.step_no}")
             elif not tool.idempotent:
                 await self._confirm(run, call)
                 return
-        elif tool.requires_approval and answer.get("reason") != "tool_call":
+        elif tool.requires_approval and (answer is None or answer.reason != "tool_call"):
             await self._ask_approval(run, call, tool)
             return
-        elif tool.requires_approval and answer.get("option_id") != APPROVE:
-            await self._record(run, call, tool, None, denied=True)
+        elif tool.requires_approval and answer is not None and answer.option_id != APPROVE:
+            await self._record(run, call, None, denied=True)
             return
         elif not run.started:
             await self._start(run, call)
         if tool.idempotent:
-            await self._poll()
+            await self._writer.poll()
         else:
-            await self._settle()  # its ledger `started` must be durable before it runs
+            await self._writer.settle()  # its ledger `started` must be durable before it runs
         await self._execute(run, call, tool, args)
 
     async def _start(self, run: RunState, call: PendingCall, suffix: str = "running") -> None:
-        self._op({"op": "start", "run": run.run_id})
+        self._writer.apply(StartOp(run=run.run_id))
         self._started_here.add(call.call_id)
-        await self._commit(
+        await self._writer.commit(
             [self._updated(run, call, suffix, status="in_progress")],
             [LedgerOp("start", call.call_id, call.name)],
         )
@@ -153,43 +126,41 @@ class CallsMixin:
         self,
         run: RunState,
         call: PendingCall,
-        reason: str,
-        event: BaseModel,
+        request: pa.InputRequestOpened,
         key: str,
         ledger: Sequence[LedgerOp] = (),
         extra: Sequence[RuntimeEvent] = (),
     ) -> None:
-        request_id = event.request_id  # type: ignore[attr-defined]
-        self._op(
-            {
-                "op": "wait",
-                "run": run.run_id,
-                "request_id": request_id,
-                "reason": reason,
-                "call_id": call.call_id,
-            }
+        self._writer.apply(
+            WaitOp(
+                run=run.run_id,
+                request_id=request.request_id,
+                reason=request.reason,
+                call_id=call.call_id,
+            )
         )
-        await self._commit([*extra, self._event(key, run.run_id, event)], ledger)
-        raise _Suspend(request_id)
+        await self._writer.commit([*extra, RuntimeEvent(key, run.run_id, request)], ledger)
+        raise Suspend(request.request_id)
 
     async def _ask_approval(self, run: RunState, call: PendingCall, tool: Tool) -> None:
         key = f"{run.run_id}/{call.call_id}/approval"
         request = pa.InputRequestOpened(
-            request_id=self.env.ids("request", key),
+            request_id=self._env.ids("request", key),
             reason="tool_call",
             tool_call_id=call.call_id,
             prompt=f"Allow {tool.title}?",
             options=[
                 pa.PermissionOption(option_id=APPROVE, name="Allow", kind="allow_once"),
-                pa.PermissionOption(option_id="reject_once", name="Reject", kind="reject_once"),
+                pa.PermissionOption(option_id=REJECT, name="Reject", kind="reject_once"),
             ],
         )
-        await self._wait(run, call, "tool_call", request, key)
+        await self._wait(run, call, request, key)
 
     async def _confirm(self, run: RunState, call: PendingCall) -> None:
-        key = f"{run.run_id}/{call.call_id}/confirm@{self.state.step_no}"
+        step_no = self._writer.state.step_no
+        key = f"{run.run_id}/{call.call_id}/confirm@{step_no}"
         request = pa.InputRequestOpened(
-            request_id=self.env.ids("request", key),
+            request_id=self._env.ids("request", key),
             reason="confirmation",
             tool_call_id=call.call_id,
             prompt=(
@@ -204,20 +175,20 @@ class CallsMixin:
         unknown = self._updated(
             run,
             call,
-            f"unknown@{self.state.step_no}",
+            f"unknown@{step_no}",
             status="unknown",
             error=pa.ErrorInfo(code="outcome_unknown", message="interrupted before it completed"),
         )
         ledger = [LedgerOp("unknown", call.call_id, call.name)]
-        await self._wait(run, call, "confirmation", request, key, ledger, [unknown])
+        await self._wait(run, call, request, key, ledger, [unknown])
 
-    async def _invalid_call(self, run: RunState, call: PendingCall, exc: Exception) -> None:
-        message = (
-            validation_message(exc) if isinstance(exc, ValidationError | ValueError) else str(exc)
-        )
+    async def _invalid_call(
+        self, run: RunState, call: PendingCall, exc: ValidationError | ValueError
+    ) -> None:
+        message = validation_message(exc)
         retries = run.retries + 1
-        if retries > self.limits.max_tool_retries:
-            raise _Stop(
+        if retries > self._limits.max_tool_retries:
+            raise Stop(
                 "failed",
                 "tool_retries_exhausted",
                 f"{retries - 1} invalid tool calls in a row; last: {message}",
@@ -230,8 +201,8 @@ class CallsMixin:
             retry=RetryInfo(
                 "validation_error" if isinstance(exc, ValidationError) else "unknown_tool",
                 attempt=retries,
-                max_retries=self.limits.max_tool_retries,
-            ),  # type: ignore[arg-type]
+                max_retries=self._limits.max_tool_retries,
+            ),
         )
         event = self._updated(
             run,
@@ -247,52 +218,49 @@ class CallsMixin:
     async def _execute(
         self, run: RunState, call: PendingCall, tool: Tool, args: dict[str, Any]
     ) -> None:
+        answer = run.answer
+        given = answer.payload if answer is not None and answer.reason == "input_required" else None
         ctx = ToolContext(
-            workspace=self.env.workspace,
+            workspace=self._env.workspace,
             run_id=run.run_id,
             tool_call_id=call.call_id,
             idempotency_key=call.call_id,
-            artifacts=self.env.artifacts,
-            cancel=self._cancel,
-            answer=(run.answer or {}).get("payload")
-            if (run.answer or {}).get("reason") == "input_required"
-            else None,
-            shell_env=dict(self.env.shell_env) if self.env.shell_env is not None else {},
+            artifacts=self._env.artifacts,
+            cancel=self._cancel.event,
+            answer=given,
+            shell_env=dict(self._env.shell_env) if self._env.shell_env is not None else {},
+            sandbox=self._env.sandbox,
         )
-        self._running_call = (run, call.call_id)
         try:
             if inspect.iscoroutinefunction(tool.fn):
-                value: Any = await self._race(tool.call(ctx, args))
+                value: Any = await self._cancel.race(tool.call(ctx, args))
             else:
                 # A plain function runs to its end on this thread: nothing could interrupt
                 # it, so racing it against cancel would only cost two tasks per call.
-                self._check_cancel()
+                self._cancel.check()
                 value = await tool.call(ctx, args)
         except InputRequired as req:
             key = f"{run.run_id}/{call.call_id}/input"
             request = pa.InputRequestOpened(
-                request_id=self.env.ids("request", key),
+                request_id=self._env.ids("request", key),
                 reason="input_required",
                 tool_call_id=call.call_id,
                 prompt=req.prompt,
                 response_schema=req.response_schema,
             )
-            await self._wait(run, call, "input_required", request, key)
+            await self._wait(run, call, request, key)
             return
-        except (ToolError, Exception) as exc:
-            if isinstance(exc, _Cancelled):
-                raise
-            await self._record(run, call, tool, None, error=exc, reported=ctx.reported)
+        except Cancelled:
+            raise
+        except Exception as exc:
+            await self._record(run, call, None, error=exc, reported=ctx.reported)
             return
-        finally:
-            self._running_call = None
-        await self._record(run, call, tool, value, reported=ctx.reported)
+        await self._record(run, call, value, reported=ctx.reported)
 
     async def _record(
         self,
         run: RunState,
         call: PendingCall,
-        tool: Tool,
         value: Any,
         *,
         error: Exception | None = None,
@@ -303,52 +271,44 @@ class CallsMixin:
     ) -> None:
         rid = run.run_id
         events = [*before] + [
-            self._event(f"{rid}/{call.call_id}/fact{i}", rid, data)
+            RuntimeEvent(f"{rid}/{call.call_id}/fact{i}", rid, data)
             for i, data in enumerate(reported)
         ]
         for data in reported:
             if isinstance(data, pa.PlanUpdated):
-                self._op(
-                    {"op": "plan", "run": rid, "entries": [e.model_dump() for e in data.entries]}
+                self._writer.apply(
+                    PlanOp(run=rid, entries=tuple(e.model_dump() for e in data.entries))
                 )
         if error is not None or denied or skipped:
+            outcome: ToolOutcome = "failed"
             if denied:
                 code, message, outcome = "rejected", "The user rejected this tool call.", "denied"
             elif skipped:
-                code, message, outcome = (
-                    "skipped",
-                    "Skipped: the user chose not to run it again.",
-                    "failed",
-                )
+                code, message = "skipped", "Skipped: the user chose not to run it again."
+            elif isinstance(error, ToolError):
+                code, message = error.code, error.message
             else:
-                assert error is not None
-                code = error.code if isinstance(error, ToolError) else "tool_exception"
-                message = (
-                    error.message
-                    if isinstance(error, ToolError)
-                    else f"{type(error).__name__}: {error}"
-                )
-                outcome = "failed"
+                code, message = "tool_exception", f"{type(error).__name__}: {error}"
             part = ToolReturnPart(
                 tool_name=call.name, content=message, tool_call_id=call.provider_id, outcome=outcome
-            )  # type: ignore[arg-type]
+            )
             events.append(
                 self._updated(
                     run,
                     call,
                     "result",
-                    status="failed",
+                    status="rejected" if denied else "failed",
                     error=pa.ErrorInfo(code=code, message=message[:2000]),
                 )
             )
         else:
             text = value if isinstance(value, str) else json.dumps(value)
             part = ToolReturnPart(tool_name=call.name, content=text, tool_call_id=call.provider_id)
-            data = text.encode()
-            if len(data) > pa.INLINE_OUTPUT_LIMIT:
+            raw = text.encode()
+            if len(raw) > pa.INLINE_OUTPUT_LIMIT:
                 # Large outputs go by reference: the full text in the blob store, a preview inline.
-                sha = await self.env.artifacts.put(
-                    data, name=f"{call.call_id}.txt", media_type="text/plain"
+                sha = await self._env.artifacts.put(
+                    raw, name=f"{call.call_id}.txt", media_type="text/plain"
                 )
                 events.append(
                     self._updated(
@@ -362,7 +322,9 @@ class CallsMixin:
                 )
             else:
                 events.append(self._updated(run, call, "result", status="completed", output=text))
-        ledger = [] if call.name == "task" else [LedgerOp("complete", call.call_id, call.name)]
+        # A rejected call never started: there is no ledger entry to complete.
+        never_started = call.name == "task" or denied
+        ledger = [] if never_started else [LedgerOp("complete", call.call_id, call.name)]
         await self._commit_result(run, call, part, events, ledger=ledger)
 
     async def _commit_result(
@@ -376,30 +338,29 @@ class CallsMixin:
         ledger: list[LedgerOp] | None = None,
     ) -> None:
         ledger = list(ledger or [])
-        op: Op = {"op": "result", "run": run.run_id, "part": encode_part(part)}
-        if retries:
-            op["retries"] = retries
-        self._op(op, live=part)
-        events += self._ride(run, ledger)
-        await self._commit(events, ledger)
+        self._writer.apply(ResultOp(run=run.run_id, part=part, retries=retries))
+        events += self.ride(run, ledger)
+        await self._writer.commit(events, ledger)
 
-    def _ride(self, run: RunState, ledger: list[LedgerOp]) -> list[RuntimeEvent]:
+    def ride(self, run: RunState, ledger: list[LedgerOp]) -> list[RuntimeEvent]:
         """Open the step that follows in the same commit: the next call's ledger `started`
         when it can run without asking anyone, or the next model call."""
         call = run.current
         if call is None:
-            if not run.calls or not self._can_issue():
+            if not run.calls or not self._model.can_issue():
                 return []
-            self._op({"op": "flush", "run": run.run_id})
-            return self._issue(run)
-        tool = self._tools.get(call.name)
+            self._writer.apply(FlushOp(run=run.run_id))
+            return self._model.issue(run)
+        if self._budget.spent(self._writer.state) is not None:
+            return []  # the call will not run: no ledger `started` for it
+        tool = self._agent.offered(self._tools, run.agent, depth=0).get(call.name)
         if tool is None or call.name == "task" or tool.requires_approval:
             return []
         try:
             self._checked[call.call_id] = tool.validate(call.args)
         except (ValidationError, ValueError):
             return []
-        self._op({"op": "start", "run": run.run_id})
+        self._writer.apply(StartOp(run=run.run_id))
         self._started_here.add(call.call_id)
         ledger.append(LedgerOp("start", call.call_id, call.name))
         return [self._updated(run, call, "running", status="in_progress")]
@@ -407,22 +368,24 @@ class CallsMixin:
     # -- sub-agents ------------------------------------------------------------------------
 
     async def _start_task(self, run: RunState, call: PendingCall, args: dict[str, Any]) -> None:
-        child_id = self.env.ids("run", f"{call.call_id}/worker")
-        self._op(
-            self._run_op(
-                child_id,
-                run.run_id,
-                call.call_id,
-                args["name"],
-                args["task"],
-                args["task"],
-                self.agent.worker_instructions,
+        child_id = self._env.ids("run", f"{call.call_id}/worker")
+        sub = self._agent.subagent(args["name"])
+        self._writer.apply(
+            RunOp(
+                run=child_id,
+                parent=run.run_id,
+                parent_call=call.call_id,
+                name=args["name"],
+                task=args["task"],
+                prompt=args["task"],
+                instructions=sub.instructions if sub else self._agent.worker_instructions,
+                agent=sub.name if sub else None,
             )
         )
-        self._op({"op": "child", "run": run.run_id, "child": child_id})
+        self._writer.apply(ChildOp(run=run.run_id, child=child_id))
         events = [
             self._updated(run, call, "running", status="in_progress"),
-            self._event(
+            RuntimeEvent(
                 f"{child_id}/worker.started",
                 run.run_id,
                 pa.WorkerStarted(
@@ -434,24 +397,25 @@ class CallsMixin:
                 ),
             ),
         ]
-        if self._can_issue():
-            events += self._issue(self.state.runs[child_id])
-        await self._commit(events)
+        if self._model.can_issue():
+            events += self._model.issue(self._writer.state.runs[child_id])
+        await self._writer.commit(events)
 
-    async def _finish_task(self, run: RunState, call: PendingCall, child: RunState) -> None:
-        status = "completed" if child.status == "completed" else "failed"
+    async def finish_task(self, run: RunState, call: PendingCall, child: RunState) -> None:
+        """Record the `task` call's result once its sub-agent run has ended."""
+        completed = child.status == "completed"
         summary = child.output or ""
-        ended = self._event(
+        ended = RuntimeEvent(
             f"{child.run_id}/worker.ended",
             run.run_id,
             pa.WorkerEnded(
-                worker_run_id=child.run_id, status=status, summary=summary[:2000] or None
-            ),  # type: ignore[arg-type]
+                worker_run_id=child.run_id,
+                status="completed" if completed else "failed",
+                summary=summary[:2000] or None,
+            ),
         )
-        tool = self._tools["task"]
-        if status == "completed":
-            await self._record(run, call, tool, summary, before=[ended])
+        if completed:
+            await self._record(run, call, summary, before=[ended])
         else:
-            await self._record(
-                run, call, tool, None, error=ToolError("the sub-agent failed"), before=[ended]
-            )
+            error = ToolError("the sub-agent failed")
+            await self._record(run, call, None, error=error, before=[ended])

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from opennua.runtime.errors import Fenced
-from opennua.runtime.events import RuntimeEvent
+from opennua.runtime._errors import OwnershipLost
+from opennua.runtime._events import RuntimeEvent
 
 LedgerStatus = Literal["started", "completed", "unknown"]
 
@@ -64,7 +64,7 @@ class Journal(Protocol):
         """Make the events, the checkpoint records (in step order) and the ledger ops
         durable, atomically.
 
-        Raises `Fenced` when a newer attempt owns the execution; the caller stops at once.
+        Raises `OwnershipLost` when a newer attempt owns the execution; the caller stops at once.
         """
 
     async def load(self) -> StoredCheckpoint | None:
@@ -112,7 +112,7 @@ class InMemoryJournal:
 
     async def emit(self, events: Sequence[RuntimeEvent]) -> None:
         if self.fenced:
-            raise Fenced("in-memory journal fenced")
+            raise OwnershipLost("in-memory journal fenced")
         self._d.log.extend(events)
 
     async def commit(
@@ -122,11 +122,12 @@ class InMemoryJournal:
         ledger: Sequence[LedgerOp] = (),
     ) -> None:
         if self.fenced:
-            raise Fenced("in-memory journal fenced")
+            raise OwnershipLost("in-memory journal fenced")
         d = self._d
         if self.crash_before is not None and not d.crashed and d.commits + 1 >= self.crash_before:
             d.crashed = True
             raise SimulatedCrash(f"crash before commit {d.commits + 1}")
+        ledger_after = _apply_ledger(d.ledger, ledger)
         d.log.extend(events)
         for checkpoint in checkpoints:
             if checkpoint.full is not None:
@@ -136,10 +137,7 @@ class InMemoryJournal:
             else:
                 d.steps.append((checkpoint.step_no, checkpoint.payload))
                 d.bytes_written += len(checkpoint.payload)
-        for op in ledger:
-            d.ledger[op.tool_call_id] = {"start": "started", "complete": "completed"}.get(
-                op.op, "unknown"
-            )  # type: ignore[assignment]
+        d.ledger = ledger_after
         d.commits += 1
         if self.crash_after is not None and not d.crashed and d.commits >= self.crash_after:
             d.crashed = True
@@ -179,5 +177,33 @@ class InMemoryJournal:
         return self._d.commits
 
     @property
+    def bytes_written(self) -> int:
+        """Checkpoint bytes committed so far (steps and fulls), pruned ones included."""
+        return self._d.bytes_written
+
+    @property
     def stored_bytes(self) -> int:
         return (len(self._d.full) if self._d.full else 0) + sum(len(p) for _, p in self._d.steps)
+
+
+def _apply_ledger(
+    ledger: dict[str, LedgerStatus], ops: Sequence[LedgerOp]
+) -> dict[str, LedgerStatus]:
+    """The ledger after `ops`, with the store's rules: a call that completed never starts
+    again, and only a call that has an entry can complete or become unknown."""
+    out = dict(ledger)
+    for op in ops:
+        current = out.get(op.tool_call_id)
+        if op.op == "start":
+            if current == "completed":
+                raise ValueError(f"tool call {op.tool_call_id!r} already completed")
+            out[op.tool_call_id] = "started"
+        elif current is None:
+            raise ValueError(f"tool call {op.tool_call_id!r} not found in the ledger")
+        elif op.op == "complete":
+            out[op.tool_call_id] = "completed"
+        elif current != "started":
+            raise ValueError(f"tool call {op.tool_call_id!r} is {current}, not started")
+        else:
+            out[op.tool_call_id] = "unknown"
+    return out

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 from pydantic_ai.models import Model
 
-from opennua.runtime.errors import ModelConfigError
+from opennua.runtime._errors import ModelConfigError
 
 DEFAULT_MODEL = "scripted:demo"
 MODEL_ENV = "NUA_MODEL"

@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from opennua.protocol.actions import ToolCallUpdated
+from opennua.runtime._checkpoint import join_steps, pack_step
+from opennua.runtime._events import RuntimeEvent
 from opennua.runtime._journal import CheckpointRecord, LedgerOp
-from opennua.runtime._state import join_steps, pack_step
-from opennua.runtime.events import RuntimeEvent
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,6 +8,7 @@ it already holds), so a run resumed in a new process continues the script where 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -113,18 +114,24 @@ def default_usage(messages: Sequence[ModelMessage], step: ScriptStep) -> Request
 @dataclass
 class _ScriptedStream(FunctionStreamedResponse):
     _script_usage: RequestUsage = field(default_factory=RequestUsage)
+    _provider: str = "scripted"
 
     @property
     def usage(self) -> RequestUsage:
         return self._script_usage
 
-    @property
-    def provider_name(self) -> str:
-        return "scripted"
+    def get(self) -> ModelResponse:
+        # FunctionStreamedResponse names no provider (its `provider_name` is typed None);
+        # a scripted response says it was scripted.
+        return dataclasses.replace(super().get(), provider_name=self._provider)
 
 
 class ScriptedModel(FunctionModel):
-    """A model that plays a script. `workers` maps a sub-agent's task text to its own script."""
+    """A model that plays a script. `workers` maps a sub-agent's task text to its own script.
+
+    `provider` and `model_name` are what its responses say served them: a test that needs
+    its usage priced names a real pair (`openai`, `gpt-4o`); nothing is ever sent.
+    """
 
     def __init__(
         self,
@@ -132,10 +139,11 @@ class ScriptedModel(FunctionModel):
         *,
         workers: Mapping[str, Sequence[ScriptStep] | ScriptFn] | None = None,
         model_name: str = "scripted",
+        provider: str = "scripted",
         step_delay: float = 0.0,
     ) -> None:
         super().__init__(self._respond, stream_function=self._stream_items, model_name=model_name)
-        self._system = "scripted"
+        self._system = provider
         self._script = script
         self._workers = dict(workers or {})
         self.step_delay = step_delay
@@ -197,6 +205,7 @@ class ScriptedModel(FunctionModel):
             _model_name=self.model_name,
             _iter=self._stream_items(messages, None),  # type: ignore[arg-type]
             _script_usage=step.usage or default_usage(messages, step),
+            _provider=self._system,
         )
         try:
             yield stream

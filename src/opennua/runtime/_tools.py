@@ -13,6 +13,7 @@ from typing import Any, Protocol, get_type_hints
 from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError, create_model
 
 from opennua.protocol.actions import ToolKind
+from opennua.runtime._sandbox import SandboxMode
 
 ToolFn = Callable[..., Awaitable[Any] | Any]
 
@@ -21,7 +22,8 @@ class ArtifactPort(Protocol):
     """Where published artifacts go (the blob store). Content-addressed, so a re-run is safe."""
 
     async def put(self, data: bytes, *, name: str, media_type: str) -> str:
-        """Store `data` and return its sha256 hex digest."""
+        """Store `data` and return its sha256 hex digest; `BlobsUnavailable` when the
+        bytes could not be made durable now."""
 
 
 class MemoryArtifacts:
@@ -62,6 +64,8 @@ class ToolContext:
     answer: JsonValue = None
     reported: list[BaseModel] = field(default_factory=list)
     shell_env: Mapping[str, str] = field(default_factory=dict)
+    #: How commands run: confined by bubblewrap, or (the operator's choice) not at all.
+    sandbox: SandboxMode = "bwrap"
 
     def report(self, payload: BaseModel) -> None:
         self.reported.append(payload)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from prometheus_client import CollectorRegistry, Counter, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -31,6 +31,21 @@ class Metrics:
             "nua_intents",
             "Client intents by type and result",
             ["intent", "result"],
+            registry=self.registry,
+        )
+        self.webhooks = Counter(
+            "nua_webhook_deliveries",
+            "Webhook deliveries by result (accepted, replayed, bad_signature, invalid)",
+            ["result"],
+            registry=self.registry,
+        )
+        self.schedule_fires = Counter(
+            "nua_schedule_fires", "Schedule slots fired", registry=self.registry
+        )
+        self.schedule_lag = Histogram(
+            "nua_schedule_fire_lag_seconds",
+            "How long after its slot a schedule fired",
+            buckets=(0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 15.0, 60.0),
             registry=self.registry,
         )
         self._hubs: list[Hub] = []

@@ -1,8 +1,10 @@
-"""Live delivery: Server-Sent Events and the WebSocket (DESIGN.md §5, §7).
+"""Live delivery: Server-Sent Events and the WebSocket (docs/server.md, "Live streams").
 
 Both read from one Hub subscription, so a slow connection costs at most its bounded
-queue; it then gets `resync` and must fetch a snapshot. Heartbeats keep proxies from
-closing idle connections and let clients notice a dead link.
+queue; it then gets `resync` and must fetch a snapshot. Both give up on a peer that stops
+reading: a write that cannot complete within the send timeout ends the connection, so a
+stalled reader pins neither its subscription nor what was queued for it. Heartbeats keep
+proxies from closing idle connections and let clients notice a dead link.
 """
 
 from __future__ import annotations
@@ -11,48 +13,140 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import ValidationError
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from opennua.host import Hub, SessionHost
+from opennua.host import Actor, Frame, Hub, SessionHost, parse_traceparent, trace_parent
 from opennua.protocol import (
     AnswerInput,
     Cancel,
     IntentResult,
+    Rejected,
+    ReportDelivery,
     RetryTurn,
     SendMessage,
     UpdateSession,
 )
 from opennua.protocol.intents import INTENT_ADAPTER
 
+from ._edge import json_problems
+
 HEARTBEAT_SECONDS = 15.0
 SEND_TIMEOUT_SECONDS = 10.0
-_log = logging.getLogger(__name__)
+#: SSE writes go out in pieces of this size, so what waits in the transport's buffer for
+#: a slow reader stays near its high-water mark instead of a whole 1 MiB batch.
+SSE_PIECE = 64 * 1024
 RESYNC_CLOSE_CODE = 4000
+NOT_FOUND_CLOSE_CODE = 4404
+INVALID_CLOSE_CODE = 1007
+#: The ASGI scope extension through which `nua serve`'s HTTP protocol lets an app drop a
+#: connection at once (see `_serve.py`); without it, a stalled SSE response just ends.
+ABORT_EXTENSION = "opennua.abort"
+_log = logging.getLogger(__name__)
+
+OnIntent = Callable[[str, str], None]
 
 
-async def sse_stream(
-    hub: Hub, session_id: str, after: int, heartbeat: float = HEARTBEAT_SECONDS
-) -> AsyncIterator[str]:
-    yield ": connected\n\n"
-    async with hub.subscribe(session_id, after) as subscription:
-        async for batch in subscription.batches(heartbeat):
-            if not batch:
-                yield ": heartbeat\n\n"
-                continue
-            # A burst goes out as one chunk: SSE frames its events itself.
-            chunk = []
-            for frame in batch:
-                if frame.kind == "resync":
-                    chunk.append(f"event: resync\ndata: {json.dumps({'seq': frame.seq})}\n\n")
-                else:
-                    chunk.append(f"id: {frame.seq}\nevent: action\ndata: {frame.json}\n\n")
-            yield "".join(chunk)
-            if batch[-1].kind == "resync":
-                return
+class SSEResponse(Response):
+    """`text/event-stream` of one session from `after`. Not a StreamingResponse: every
+    write here has the WebSocket's send timeout, and a stalled peer is dropped."""
+
+    def __init__(
+        self,
+        hub: Hub,
+        session_id: str,
+        after: int,
+        *,
+        heartbeat: float = HEARTBEAT_SECONDS,
+        send_timeout: float = SEND_TIMEOUT_SECONDS,
+    ) -> None:
+        self._hub = hub
+        self._session_id = session_id
+        self._after = after
+        self._heartbeat = heartbeat
+        self._send_timeout = send_timeout
+        self.status_code = 200
+        self.background = None
+        self.media_type = "text/event-stream"
+        # No body attribute yet, so no Content-Length: the stream ends when it ends.
+        self.init_headers({"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        disconnected = asyncio.Event()
+
+        async def listen() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            disconnected.set()
+
+        listener = asyncio.ensure_future(listen())
+        pump = asyncio.ensure_future(self._pump(send))
+        try:
+            await asyncio.wait({listener, pump}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            pump.cancel()
+            with contextlib.suppress(BaseException):
+                await pump
+        stalled = pump.done() and not pump.cancelled() and isinstance(pump.exception(), _Stalled)
+        if stalled and not disconnected.is_set():
+            abort = scope.get("extensions", {}).get(ABORT_EXTENSION, {}).get("abort")
+            if abort is not None:
+                abort()
+                # The server sees the connection lost on its next loop iteration; wait for
+                # it so the response does not count as "returned without completing".
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(listener), 1.0)
+        listener.cancel()
+        with contextlib.suppress(BaseException):
+            await listener
+        if pump.done() and not pump.cancelled():
+            error = pump.exception()
+            if error is not None and not isinstance(error, _Stalled | OSError):
+                raise error
+
+    async def _pump(self, send: Send) -> None:
+        async def write(text: str, more: bool = True) -> None:
+            data = text.encode()
+            for start in range(0, max(len(data), 1), SSE_PIECE):
+                try:
+                    async with asyncio.timeout(self._send_timeout):
+                        await send(
+                            {
+                                "type": "http.response.body",
+                                "body": data[start : start + SSE_PIECE],
+                                "more_body": more or start + SSE_PIECE < len(data),
+                            }
+                        )
+                except TimeoutError:
+                    raise _Stalled from None
+
+        await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+        await write(": connected\n\n")
+        async with self._hub.subscribe(self._session_id, self._after) as subscription:
+            async for batch in subscription.batches(self._heartbeat):
+                if not batch:
+                    await write(": heartbeat\n\n")
+                    continue
+                # A burst goes out as one write: SSE frames its events itself.
+                await write("".join(_sse_event(frame) for frame in batch))
+                if batch[-1].kind == "resync":
+                    break
+        await write("", more=False)
+
+
+class _Stalled(Exception):
+    """The peer stopped reading: a write did not complete within the send timeout."""
+
+
+def _sse_event(frame: Frame) -> str:
+    if frame.kind == "resync":
+        return f"event: resync\ndata: {json.dumps({'seq': frame.seq})}\n\n"
+    return f"id: {frame.seq}\nevent: action\ndata: {frame.json}\n\n"
 
 
 async def websocket_session(
@@ -62,18 +156,21 @@ async def websocket_session(
     session_id: str,
     after: int,
     client_id: str | None,
+    *,
     heartbeat: float = HEARTBEAT_SECONDS,
-    on_intent: Any = None,
-    max_message: int = 1 << 20,
+    send_timeout: float = SEND_TIMEOUT_SECONDS,
+    on_intent: OnIntent | None = None,
+    actor: Actor | None = None,
 ) -> None:
-    """Actions out, intents in, on one socket; ends with close code 4000 after `resync`."""
-    await websocket.accept()
+    """Actions out, intents in, on one accepted socket; ends with close code 4000 after
+    `resync`, 1007 after a frame that is not JSON (or too deep to be an intent). Intents
+    act as `actor`; None refuses them (a caller who may only read)."""
     send_lock = asyncio.Lock()
 
     async def send(text: str) -> None:
         # A peer that stops reading must not pin its subscription (and the session's
         # ring) forever: a send that cannot complete in time ends the connection.
-        async with send_lock, asyncio.timeout(SEND_TIMEOUT_SECONDS):
+        async with send_lock, asyncio.timeout(send_timeout):
             await websocket.send_text(text)
 
     async def pump_out() -> None:
@@ -91,22 +188,27 @@ async def websocket_session(
                     await send(json.dumps({"type": "resync", "seq": batch[-1].seq}))
                     return
 
-    async def pump_in() -> None:
+    async def pump_in() -> str:
+        """Returns the reason to close with 1007, or "" when the peer left."""
         while True:
             message = await websocket.receive()
             if message["type"] == "websocket.disconnect":
-                return
+                return ""
             raw = message.get("text")
             if raw is None:
-                raw = (message.get("bytes") or b"").decode("utf-8", "replace")
-            if len(raw) > max_message:
-                reply: dict[str, Any] = {
-                    "type": "error",
-                    "code": "payload_too_large",
-                    "detail": f"intents are limited to {max_message} bytes",
-                }
-            else:
-                reply = await _handle_intent(host, session_id, raw, client_id, on_intent)
+                try:
+                    raw = (message.get("bytes") or b"").decode("utf-8")
+                except UnicodeDecodeError:
+                    return "frames must be UTF-8 JSON"
+            try:
+                data = json.loads(raw)
+            except RecursionError:
+                return "the JSON is nested too deeply"
+            except ValueError:
+                return "frames must be JSON intents"
+            reply = await _handle_intent(host, session_id, data, client_id, on_intent, actor)
+            if reply is None:
+                return "the JSON is nested too deeply"
             await send(json.dumps(reply))
 
     out = asyncio.ensure_future(pump_out())
@@ -122,12 +224,18 @@ async def websocket_session(
     failed = [
         t.exception() for t in (out, inbound) if t.done() and not t.cancelled() and t.exception()
     ]
+    # TimeoutError (a stalled peer) is an OSError: the peer is gone as far as we care.
     errors = [e for e in failed if not isinstance(e, WebSocketDisconnect | OSError)]
-    if out.done() and not out.cancelled() and out.exception() is None:
-        code, reason = RESYNC_CLOSE_CODE, "resync"
-    elif errors:
+    if errors:
         _log.error("websocket for %s failed", session_id, exc_info=errors[0])
         code, reason = 1011, "internal error"
+    elif out.done() and not out.cancelled() and out.exception() is None:
+        code, reason = RESYNC_CLOSE_CODE, "resync"
+    elif inbound.done() and not inbound.cancelled() and inbound.exception() is None:
+        reason = inbound.result()
+        if not reason:
+            return  # the client went away
+        code = INVALID_CLOSE_CODE
     else:
         return  # the client went away
     with contextlib.suppress(Exception):
@@ -135,21 +243,39 @@ async def websocket_session(
 
 
 async def _handle_intent(
-    host: SessionHost, session_id: str, raw: str, client_id: str | None, on_intent: Any
-) -> dict[str, Any]:
+    host: SessionHost,
+    session_id: str,
+    data: Any,
+    client_id: str | None,
+    on_intent: Any,
+    actor: Actor | None,
+) -> dict[str, Any] | None:
+    """The reply to one decoded frame; None when it is too deep to be an intent."""
+    problems = json_problems(data)
+    if any(p["type"] == "too_deep" for p in problems):
+        return None
+    if problems:
+        return {"type": "error", "code": "validation_error", "detail": problems}
+    # A frame's `traceparent` is to the frame what the header is to a POST: the turn its
+    # intent starts joins that trace. It is not part of the intent; an invalid one is
+    # ignored (W3C Trace Context).
+    carried = data.pop("traceparent", None) if isinstance(data, dict) else None
+    parsed = parse_traceparent(carried) if isinstance(carried, str) else None
+    if isinstance(data, dict) and client_id is not None:
+        data.setdefault("client_id", client_id)
     try:
-        data = json.loads(raw)
-        if isinstance(data, dict) and client_id is not None:
-            data.setdefault("client_id", client_id)
         intent = INTENT_ADAPTER.validate_python(data)
-    except (ValueError, ValidationError) as exc:
-        errors = exc.errors(include_url=False) if isinstance(exc, ValidationError) else str(exc)
+    except ValidationError as exc:
         return {
             "type": "error",
             "code": "validation_error",
-            "detail": json.loads(json.dumps(errors, default=str)),
+            "detail": json.loads(json.dumps(exc.errors(include_url=False), default=str)),
         }
-    result = await dispatch(host, session_id, intent)
+    token = trace_parent.set("00-{}-{}-{}".format(*parsed) if parsed else None)
+    try:
+        result = await dispatch(host, session_id, intent, actor)
+    finally:
+        trace_parent.reset(token)
     if on_intent is not None:
         on_intent(intent.type, result.type)
     return {"type": "result", "result": result.model_dump(mode="json")}
@@ -158,14 +284,25 @@ async def _handle_intent(
 async def dispatch(
     host: SessionHost,
     session_id: str,
-    intent: SendMessage | Cancel | AnswerInput | RetryTurn | UpdateSession,
+    intent: SendMessage | Cancel | AnswerInput | RetryTurn | UpdateSession | ReportDelivery,
+    actor: Actor | None,
 ) -> IntentResult:
+    """The one way an intent reaches the Host, from HTTP and WebSocket alike. `actor`
+    None: the caller may read the session but not act on it (a viewer's socket)."""
+    if actor is None:
+        return Rejected(
+            intent_id=intent.intent_id,
+            code="insufficient_role",
+            message="your role in this workspace may only read",
+        )
     if isinstance(intent, SendMessage):
-        return await host.send_message(session_id, intent)
+        return await host.send_message(session_id, intent, actor=actor)
     if isinstance(intent, Cancel):
-        return await host.cancel(session_id, intent)
+        return await host.cancel(session_id, intent, actor=actor)
     if isinstance(intent, AnswerInput):
-        return await host.answer_input(session_id, intent)
+        return await host.answer_input(session_id, intent, actor=actor)
     if isinstance(intent, RetryTurn):
-        return await host.retry_turn(session_id, intent)
-    return await host.update_session(session_id, intent)
+        return await host.retry_turn(session_id, intent, actor=actor)
+    if isinstance(intent, ReportDelivery):
+        return await host.report_delivery(session_id, intent, actor=actor)
+    return await host.update_session(session_id, intent, actor=actor)

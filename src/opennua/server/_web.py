@@ -1,4 +1,5 @@
-"""The web UI's files: plain ES modules shipped in the package, served at `/` (DESIGN.md §7).
+"""The web UI's files: plain ES modules shipped in the package, served at `/`
+(docs/architecture.md §7).
 
 `WebUI` is an ASGI middleware placed *in front of* the auth guard. The shell it serves
 (HTML, CSS, JavaScript) is public code that holds no session data, so it loads without

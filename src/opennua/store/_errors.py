@@ -20,7 +20,7 @@ class NotFound(StoreError):
         self.key = key
 
 
-class Conflict(StoreError):
+class WriteConflict(StoreError):
     """A write collided with an existing record or a state it may not move from."""
 
     def __init__(self, kind: str, key: str, reason: str) -> None:
@@ -28,6 +28,14 @@ class Conflict(StoreError):
         self.kind = kind
         self.key = key
         self.reason = reason
+
+
+class SessionBusy(WriteConflict):
+    """A unit that needs the session idle found an active execution (``if_busy=reject``)."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__("session", session_id, "busy: a turn is already active")
+        self.session_id = session_id
 
 
 class InvalidInput(StoreError):
@@ -61,7 +69,7 @@ class Fenced(StoreError):
 class CommitUnknown(Fenced):
     """The connection failed while committing: the unit may or may not be durable.
 
-    A subclass of :class:`Fenced` on purpose: DESIGN.md §4 says an attempt treats an
+    A subclass of :class:`Fenced` on purpose: docs/architecture.md §4 says an attempt treats an
     unknown commit outcome exactly like being fenced (stop; the next attempt re-reads).
     ``execution_id``/``epoch`` name the fence when the unit had one, else "" and -1.
     """
@@ -111,3 +119,28 @@ class BlobCorrupted(StoreError):
         super().__init__(f"blob {sha256} is corrupted (content hashes to {actual})")
         self.sha256 = sha256
         self.actual = actual
+
+
+def unit_failure(exc: Exception, backend: str) -> StoreError:
+    """What the caller of a unit that raised ``exc`` gets, the unit rolled back.
+
+    A store error stays as it is; a string the driver could not encode is the caller's
+    bad input; anything else is a bug, reported as ``Unavailable`` (nothing was written)
+    with the original as its cause.
+    """
+    if isinstance(exc, StoreError):
+        return exc
+    if isinstance(exc, UnicodeEncodeError):
+        error: StoreError = not_utf8(exc, "a value")
+    else:
+        error = Unavailable(f"{backend}: unexpected error in a unit: {exc!r}")
+    error.__cause__ = exc
+    return error
+
+
+def not_utf8(exc: UnicodeEncodeError, what: str) -> InvalidInput:
+    """The error for a string that has no UTF-8 encoding (it holds a lone surrogate)."""
+    return InvalidInput(
+        f"{what} cannot be stored: it contains {exc.object[exc.start : exc.end]!a}, "
+        "a lone surrogate, which is not valid UTF-8"
+    )

@@ -7,9 +7,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ._errors import Conflict, Fenced, NotFound
-from ._log_ops import Action, append_to_request_session
-from ._records import Claimed, Execution, InputRequest, Lease, Lost, Won
+from ._actions import EncodedAction
+from ._errors import Fenced, NotFound, SessionBusy, WriteConflict
+from ._json import dumps, loads
+from ._log_ops import Append, CompleteIdempotency, append_to_request_session
+from ._records import Claimed, Execution, InputRequestRecord, Lease, Lost, Won
 from ._sql import (
     EXEC_COLS,
     Dialect,
@@ -17,37 +19,11 @@ from ._sql import (
     Op,
     Program,
     Query,
-    Row,
-    dumps,
     execution_from_row,
-    loads,
     new_id,
 )
 
 _ACTIVE = "('queued', 'running', 'waiting_input')"
-
-
-def fence_program(d: Dialect, execution_id: str, epoch: int, owner: str | None) -> Program[None]:
-    """Check (and on PostgreSQL lock) the execution row before a fenced unit writes.
-
-    The lock makes a concurrent claim skip the row and a concurrent heartbeat wait, so
-    the epoch cannot move between this check and the unit's commit.
-    """
-
-    def check(rows: list[Row]) -> None:
-        if not rows:
-            raise NotFound("execution", execution_id)
-        current, status, current_owner = rows[0]
-        if current != epoch or status != "running" or owner not in (None, current_owner):
-            raise Fenced(execution_id, epoch, current, status)
-
-    # A check, not a read: nothing below depends on it, and a failed check rolls the whole
-    # unit back, so PostgreSQL can pipeline the unit's statements behind it.
-    yield Query(
-        f"SELECT epoch, status, owner FROM executions WHERE execution_id = ?{d.for_update}",
-        (execution_id,),
-        check=check,
-    )
 
 
 def _fenced_or_missing(d: Dialect, execution_id: str, epoch: int) -> Program[Fenced]:
@@ -67,8 +43,8 @@ class CreateExecution(Op):
         e = self.execution
         rows = yield Query(
             "INSERT INTO executions (execution_id, session_id, turn_id, status, created_at, "
-            "principal_id, trigger, input, retry_of, snapshot_digest, deadline_at) "
-            "VALUES (?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?) "
+            "principal_id, trigger, input, retry_of, snapshot_digest, deadline_at, trace_context) "
+            "VALUES (?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?) "
             "ON CONFLICT (execution_id) DO NOTHING RETURNING execution_id",
             (
                 e.execution_id,
@@ -76,16 +52,43 @@ class CreateExecution(Op):
                 e.turn_id,
                 e.created_at,
                 e.principal_id,
-                dumps(e.trigger),
-                dumps(e.input),
+                dumps(e.trigger, "an execution's trigger"),
+                dumps(e.input, "an execution's input"),
                 e.retry_of,
                 e.snapshot_digest,
                 e.deadline_at,
+                dumps(e.trace_context, "an execution's trace context"),
             ),
         )
         if not rows:
-            raise Conflict("execution", e.execution_id, "already exists")
+            raise WriteConflict("execution", e.execution_id, "already exists")
         return e
+
+
+@dataclass(frozen=True, slots=True)
+class RequireIdle(Op):
+    """Fail the unit with :class:`SessionBusy` while the session has an active execution.
+
+    The session row is locked first (PostgreSQL), so two units that both require the
+    same session idle run one after the other and the second sees the first's
+    execution: "busy?" and "start a turn" are one decision across every host process.
+    """
+
+    session_id: str
+
+    def run(self, d: Dialect, fx: Effects) -> Program[None]:
+        rows = yield Query(
+            f"SELECT session_id FROM sessions WHERE session_id = ?{d.lock_row}",
+            (self.session_id,),
+        )
+        if not rows:
+            raise NotFound("session", self.session_id)
+        rows = yield Query(
+            f"SELECT 1 FROM executions WHERE session_id = ? AND status IN {_ACTIVE} LIMIT 1",
+            (self.session_id,),
+        )
+        if rows:
+            raise SessionBusy(self.session_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,12 +195,16 @@ class SweepDeadlines(Op):
     now: float
 
     def run(self, d: Dialect, fx: Effects) -> Program[list[Execution]]:
+        # A running attempt whose lease holds is left alone: its heartbeat sees the
+        # deadline and stops the loop, which records what its running call may have done.
+        # Ending it here left that call `started` forever (found by the simulation).
         rows = yield Query(
             "UPDATE executions SET status = 'deadline_exceeded', owner = NULL, "
             "lease_expires_at = NULL, finished_at = ? "
             f"WHERE status IN {_ACTIVE} AND deadline_at IS NOT NULL AND deadline_at <= ? "
+            "AND NOT (status = 'running' AND lease_expires_at > ?) "
             f"RETURNING {EXEC_COLS}",
-            (self.now, self.now),
+            (self.now, self.now, self.now),
         )
         ended = sorted((execution_from_row(r) for r in rows), key=lambda e: e.created_at)
         if ended:
@@ -205,6 +212,12 @@ class SweepDeadlines(Op):
             yield Query(
                 "UPDATE input_requests SET status = 'expired', resolved_at = ? "
                 f"WHERE status = 'open' AND {where}",
+                [self.now, *params],
+            )
+            # A call a dead attempt started may have taken effect: say so, never guess.
+            yield Query(
+                "UPDATE tool_ledger SET status = 'unknown', updated_at = ? "
+                f"WHERE status = 'started' AND {where}",
                 [self.now, *params],
             )
         return ended
@@ -218,10 +231,16 @@ class ParkForInput(Op):
     execution_id: str
 
     def run(self, d: Dialect, fx: Effects) -> Program[None]:
+        # An answer can win between the commit that opened the request and this one: its
+        # re-queue found the execution still running and did nothing. Then nothing is
+        # left to wait for (it has requests, none open), and parking would strand the
+        # execution: queue it instead.
         yield Query(
-            "UPDATE executions SET status = 'waiting_input', owner = NULL, "
-            "lease_expires_at = NULL WHERE execution_id = ?",
-            (self.execution_id,),
+            "UPDATE executions SET status = CASE WHEN EXISTS (SELECT 1 FROM input_requests "
+            "WHERE execution_id = ?) AND NOT EXISTS (SELECT 1 FROM input_requests "
+            "WHERE execution_id = ? AND status = 'open') THEN 'queued' ELSE 'waiting_input' "
+            "END, owner = NULL, lease_expires_at = NULL WHERE execution_id = ?",
+            (self.execution_id, self.execution_id, self.execution_id),
         )
 
 
@@ -239,36 +258,28 @@ class Finish(Op):
             "result = ?, error = ?, finished_at = ? WHERE execution_id = ?",
             (
                 self.status,
-                None if self.result is None else dumps(self.result),
-                None if self.error is None else dumps(self.error),
+                None if self.result is None else dumps(self.result, "an execution's result"),
+                None if self.error is None else dumps(self.error, "an execution's error"),
                 self.now,
                 self.execution_id,
             ),
         )
 
 
+# -- journal ops: what an attempt records at every step, with Append. They are data here:
+# each backend defines them once, its own way (Dialect.journal; on PostgreSQL in the
+# server-side functions).
+
+
 @dataclass(frozen=True, slots=True)
 class PutCheckpoint(Op):
-    """A step record (``full=False``) or a compacted full checkpoint; never overwritten."""
+    """A step record (``full=False``) or a compacted full checkpoint; never overwritten
+    (``WriteConflict`` on a reused step number)."""
 
     execution_id: str
     step_no: int
     payload: bytes
     full: bool
-
-    def run(self, d: Dialect, fx: Effects) -> Program[None]:
-        table = "checkpoints" if self.full else "checkpoint_steps"
-
-        def check(rows: list[Row]) -> None:
-            if not rows:
-                raise Conflict(table, f"{self.execution_id}/{self.step_no}", "already recorded")
-
-        yield Query(
-            f"INSERT INTO {table} (execution_id, step_no, payload) VALUES (?, ?, ?) "
-            "ON CONFLICT (execution_id, step_no) DO NOTHING RETURNING step_no",
-            (self.execution_id, self.step_no, self.payload),
-            check=check,
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,33 +304,20 @@ class PruneCheckpoints(Op):
 
 @dataclass(frozen=True, slots=True)
 class LedgerStart(Op):
+    """Record a tool call as ``started``. Re-starting is allowed (an idempotent tool
+    re-run after a resume); re-starting a ``completed`` call is a ``WriteConflict``: its
+    effect already happened."""
+
     execution_id: str
     tool_call_id: str
     idempotency_key: str | None
     now: float | None
 
-    def run(self, d: Dialect, fx: Effects) -> Program[None]:
-        # Re-starting is allowed (an idempotent tool re-run after a resume); re-starting
-        # a call that completed is not: its effect already happened.
-
-        def check(rows: list[Row]) -> None:
-            if not rows:
-                raise Conflict("tool call", self.tool_call_id, "already completed")
-
-        yield Query(
-            "INSERT INTO tool_ledger (execution_id, tool_call_id, status, idempotency_key, "
-            "result, updated_at) VALUES (?, ?, 'started', ?, NULL, ?) "
-            "ON CONFLICT (execution_id, tool_call_id) DO UPDATE SET status = 'started', "
-            "idempotency_key = excluded.idempotency_key, updated_at = excluded.updated_at "
-            "WHERE tool_ledger.status <> 'completed' RETURNING status",
-            (self.execution_id, self.tool_call_id, self.idempotency_key, self.now),
-            check=check,
-        )
-
 
 @dataclass(frozen=True, slots=True)
 class LedgerSet(Op):
-    """Move a ledger entry to ``completed`` (from any state) or ``unknown`` (from started)."""
+    """Move a ledger entry to ``completed`` (from any state) or ``unknown`` (from
+    ``started`` only: ``WriteConflict`` otherwise); ``NotFound`` without an entry."""
 
     execution_id: str
     tool_call_id: str
@@ -327,45 +325,19 @@ class LedgerSet(Op):
     result: Any
     now: float | None
 
-    def run(self, d: Dialect, fx: Effects) -> Program[None]:
-        only_started = " AND status = 'started'" if self.status == "unknown" else ""
 
-        def missing(rows: list[Row]) -> None:
-            if not rows:
-                raise NotFound("tool call", self.tool_call_id)
-
-        # `completed` applies from any state, so no row updated means no entry: a check
-        # (pipelined on PostgreSQL). `unknown` needs a second look to say why it failed.
-        rows = yield Query(
-            "UPDATE tool_ledger SET status = ?, result = ?, updated_at = ? "
-            f"WHERE execution_id = ? AND tool_call_id = ?{only_started} RETURNING status",
-            (
-                self.status,
-                None if self.result is None else dumps(self.result),
-                self.now,
-                self.execution_id,
-                self.tool_call_id,
-            ),
-            check=missing if self.status == "completed" else None,
-        )
-        if not rows and self.status != "completed":
-            rows = yield Query(
-                "SELECT status FROM tool_ledger WHERE execution_id = ? AND tool_call_id = ?",
-                (self.execution_id, self.tool_call_id),
-            )
-            if not rows:
-                raise NotFound("tool call", self.tool_call_id)
-            raise Conflict("tool call", self.tool_call_id, f"is {rows[0][0]}, not started")
+JournalOp = Append | PutCheckpoint | LedgerStart | LedgerSet
+JOURNAL_OPS = (Append, PutCheckpoint, LedgerStart, LedgerSet)
 
 
 # -- input requests ---------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
-class OpenInputRequest(Op):
-    request: InputRequest
+class InsertInputRequest(Op):
+    request: InputRequestRecord
 
-    def run(self, d: Dialect, fx: Effects) -> Program[InputRequest]:
+    def run(self, d: Dialect, fx: Effects) -> Program[InputRequestRecord]:
         r = self.request
         rows = yield Query(
             "INSERT INTO input_requests (request_id, session_id, execution_id, turn_id, "
@@ -377,14 +349,14 @@ class OpenInputRequest(Op):
                 r.session_id,
                 r.execution_id,
                 r.turn_id,
-                dumps(r.payload),
+                dumps(r.payload, "an input request's payload"),
                 r.created_at,
                 r.tool_call_id,
                 r.expires_at,
             ),
         )
         if not rows:
-            raise Conflict("input request", r.request_id, "already exists")
+            raise WriteConflict("input request", r.request_id, "already exists")
         return r
 
 
@@ -403,7 +375,9 @@ class ResolveInput(Op):
     principal_id: str | None
     client_id: str | None
     now: float
-    actions: tuple[Action, ...]
+    actions: tuple[EncodedAction, ...]
+    #: The answer's idempotency record, completed only if this answer wins, in its commit.
+    complete: CompleteIdempotency | None = None
 
     def run(self, d: Dialect, fx: Effects) -> Program[Won | Lost]:
         # The whole first-writer-wins protocol is this one conditional UPDATE: whoever
@@ -414,7 +388,7 @@ class ResolveInput(Op):
             "WHERE request_id = ? AND status = 'open' "
             "AND (expires_at IS NULL OR expires_at > ?) RETURNING session_id, execution_id",
             (
-                dumps(self.resolution),
+                dumps(self.resolution, "an input resolution"),
                 self.principal_id,
                 self.client_id,
                 self.now,
@@ -426,6 +400,8 @@ class ResolveInput(Op):
             session_id, execution_id = rows[0]
             yield _requeue(execution_id)
             yield from append_to_request_session(d, session_id, self.actions, fx)
+            if self.complete is not None:
+                yield from self.complete.run(d, fx)
             return Won(self.resolution)
         rows = yield Query(
             "SELECT status, resolution, answered_by_principal, answered_by_client "
@@ -447,7 +423,7 @@ class CloseInput(Op):
     request_id: str
     status: str
     now: float
-    actions: tuple[Action, ...]
+    actions: tuple[EncodedAction, ...]
 
     def run(self, d: Dialect, fx: Effects) -> Program[bool]:
         rows = yield Query(
@@ -472,10 +448,20 @@ class CloseInput(Op):
 def unit_program(
     d: Dialect, fence: tuple[str, int, str | None] | None, ops: Sequence[Op], fx: Effects
 ) -> Program[list[Any]]:
-    """A whole unit of work: the fence check first, then every op in order."""
-    if fence is not None:
-        yield from fence_program(d, *fence)
-    results = []
-    for op in ops:
-        results.append((yield from op.run(d, fx)))
+    """A whole unit of work: the fence check first, then every op in order; each run of
+    consecutive journal ops goes to the dialect at once (on PostgreSQL: one call)."""
+    results: list[Any] = []
+    i = 0
+    while i < len(ops) or fence is not None:
+        j = i
+        while j < len(ops) and type(ops[j]) in JOURNAL_OPS:
+            j += 1
+        if j > i or fence is not None:
+            run: list[JournalOp] = list(ops[i:j])  # type: ignore[arg-type]
+            results += yield from d.journal(fence, run, fx)
+            fence = None
+        if j < len(ops):
+            results.append((yield from ops[j].run(d, fx)))
+            j += 1
+        i = j
     return results

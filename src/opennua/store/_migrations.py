@@ -1,12 +1,17 @@
-"""Numbered SQL migrations per backend, recorded in a ``schema_version`` table.
+"""Numbered SQL migrations per backend, recorded in a ``schema_version`` table, and
+PostgreSQL's server-side functions.
 
-Files live in ``migrations/<backend>/NNNN_name.sql``. Opening a store applies the
-missing ones in order, each in its own transaction together with its version row; a
-database whose version is above what this code ships is refused (``SchemaTooNew``).
+Files live in ``migrations/<backend>/NNNN_name.sql`` and hold only schema (tables,
+indexes, data moves). Opening a store applies the missing ones in order, each together
+with its version row; a database whose version is above what this code ships is refused
+(``SchemaTooNew``). PostgreSQL's functions live in one replaceable file,
+``sql/postgres_functions.sql``, applied in the same transaction when its sha256 differs
+from the one the database records.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 import sqlite3
 from dataclasses import dataclass
@@ -73,10 +78,23 @@ def migrate_sqlite(conn: sqlite3.Connection, target: int | None = None) -> int:
     return max(found, supported)
 
 
+def postgres_functions() -> str:
+    """The text of ``sql/postgres_functions.sql``."""
+    return (
+        resources.files("opennua.store")
+        .joinpath("sql", "postgres_functions.sql")
+        .read_text("utf-8")
+    )
+
+
 async def migrate_postgres(
     conn: psycopg.AsyncConnection[tuple[object, ...]], target: int | None = None
 ) -> int:
-    """Bring a PostgreSQL database up to ``target``; safe against concurrent openers."""
+    """Bring a PostgreSQL database up to ``target``; safe against concurrent openers.
+
+    At the latest version, also (re)install the server-side functions if the file
+    changed since they were installed.
+    """
     steps = migrations("postgres")
     supported = len(steps) if target is None else target
     async with conn.transaction():
@@ -96,7 +114,22 @@ async def migrate_postgres(
             await conn.execute(
                 "INSERT INTO schema_version (version, name) VALUES (%s, %s)", (m.version, m.name)
             )
+        if max(found, supported) == len(steps):
+            await _install_functions(conn)
     return max(found, supported)
+
+
+async def _install_functions(conn: psycopg.AsyncConnection[tuple[object, ...]]) -> None:
+    # Inside the migration transaction, under its lock: concurrent openers apply the
+    # file once, and other connections see the old functions or the new, never neither.
+    sql = postgres_functions()
+    digest = hashlib.sha256(sql.encode()).hexdigest()
+    cur = await conn.execute("SELECT sha256 FROM server_functions")
+    if [row[0] for row in await cur.fetchall()] == [digest]:
+        return
+    await conn.execute(sql.encode())
+    await conn.execute("DELETE FROM server_functions")
+    await conn.execute("INSERT INTO server_functions (sha256) VALUES (%s)", (digest,))
 
 
 def _statements(script: str) -> list[str]:

@@ -1,12 +1,12 @@
 """PostgreSQL backend (psycopg 3, async pool).
 
 Writes run on up to ``workers`` pooled connections at once. A worker takes either a
-run of plain appends (merged into one set-based program, one transaction: group commit
-on the client side) or a single other unit (its own transaction, so a unit that waits
-on a row lock never holds up unrelated units). PostgreSQL itself groups the WAL flushes
-of concurrent commits. Appends lock their session rows, in session_id order, before
-reading ``last_seq``, so append order equals commit order and batches cannot deadlock
-with each other; rare deadlocks with hand-built units are retried.
+run of plain appends (merged into one call: group commit on the client side) or a
+single other unit (its own transaction, so a unit that waits on a row lock never holds
+up unrelated units). PostgreSQL itself groups the WAL flushes of concurrent commits.
+Appends lock their session rows, in session_id order, before reading ``last_seq``, so
+append order equals commit order and batches cannot deadlock with each other; rare
+deadlocks with hand-built units are retried.
 """
 
 from __future__ import annotations
@@ -22,14 +22,16 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from . import _pg_fast
+from . import _pg_calls
 from ._base import Store
 from ._blobs import BlobStore
-from ._errors import CommitUnknown, Conflict, StoreError, Unavailable
+from ._blobs_pg import PostgresBlobStore
+from ._errors import CommitUnknown, StoreError, Unavailable, WriteConflict, not_utf8, unit_failure
 from ._exec_ops import unit_program
-from ._log_ops import Append, append_program
+from ._json import loads
 from ._migrations import migrate_postgres
-from ._sql import Effects, PostgresDialect, Program, dumps, loads
+from ._pg_calls import PostgresDialect
+from ._sql import Effects, Program
 from ._unit import Unit
 from ._watch import Watcher, WatchHub
 
@@ -40,7 +42,6 @@ _DIALECT = PostgresDialect()
 _CHANNEL = "nua_actions"
 _MAX_BATCH = 1000
 _RETRIES = 5
-_NOTIFY_BYTES = 7000  # NOTIFY payloads must stay under 8000 bytes
 
 AsyncConn = psycopg.AsyncConnection[Any]
 
@@ -56,10 +57,13 @@ class _Retry(Exception):
 
 
 def _translate(exc: psycopg.Error) -> Exception:
+    mine = _pg_calls.raised(exc)
+    if mine is not None:
+        return mine
     if isinstance(exc, pg_errors.DeadlockDetected | pg_errors.SerializationFailure):
         return _Retry(str(exc))
     if isinstance(exc, psycopg.IntegrityError):
-        return Conflict("row", "", str(exc))
+        return WriteConflict("row", "", str(exc))
     if isinstance(exc, psycopg.OperationalError):
         return Unavailable(f"postgresql: {exc}")
     return StoreError(f"postgresql: {exc}")
@@ -70,67 +74,44 @@ async def drive(
 ) -> T:
     """Run a program on one connection, translating driver errors at this edge.
 
-    With ``pipeline`` (inside ``conn.pipeline()``) statements whose rows the program does
-    not need (``many``, or a ``check``) are sent without waiting; their checks run when
-    their rows arrive, at the next read or at :func:`verify`. A unit then costs a round
-    trip per read it really needs instead of one per statement.
+    Inside ``conn.pipeline()`` each statement is synced at once, so only the BEGIN before
+    the first one rides along: nothing may be queued behind a statement that can fail,
+    since PostgreSQL skips what follows an error in a pipeline and psycopg would still
+    count a statement it prepared there as prepared.
     """
     rows: list[Any] | None = None
-    checks: list[tuple[psycopg.AsyncCursor[Any], Any]] = []
     try:
         while True:
             query = program.send(rows)  # type: ignore[arg-type]
             sql = _DIALECT.sql(query.sql)
             try:
                 if query.many:
-                    cur = conn.cursor()
-                    await cur.executemany(sql, query.params)
-                    rows = []
-                elif query.check is not None and pipeline is not None:
-                    checks.append((await conn.execute(sql, query.params), query.check))
-                    rows = []
+                    await conn.cursor().executemany(sql, query.params)
+                    cur = None
                 else:
                     cur = await conn.execute(sql, query.params)
-                    if pipeline is not None:
-                        await pipeline.sync()  # the rows are needed now
-                    rows = await cur.fetchall() if cur.description else []
-                    if query.check is not None:
-                        query.check(rows)
-                        rows = []
+                if pipeline is not None:
+                    await pipeline.sync()
+                rows = await cur.fetchall() if cur is not None and cur.description else []
             except psycopg.Error as exc:
                 program.close()
                 raise _translate(exc) from exc
+            except UnicodeEncodeError as exc:  # a parameter the ops did not check
+                program.close()
+                raise not_utf8(exc, "a value") from exc
             except StoreError:
                 program.close()
                 raise
     except StopIteration as stop:
-        await verify(pipeline, checks)
         return stop.value  # type: ignore[no-any-return]
-
-
-async def verify(
-    pipeline: psycopg.AsyncPipeline | None, checks: list[tuple[psycopg.AsyncCursor[Any], Any]]
-) -> None:
-    """Wait for the deferred statements and run their checks, in order."""
-    try:
-        if pipeline is not None:
-            await pipeline.sync()
-        for cur, check in checks:
-            check(await cur.fetchall() if cur.description else [])
-    except psycopg.Error as exc:
-        raise _translate(exc) from exc
 
 
 IDLE_IN_TRANSACTION_MS = 5000
 
 
 class PostgresStore(Store):
-    #: Send the units the server-side functions know as one call (see _pg_fast). The
-    #: contract suite also runs with this off, so both paths meet the same contract.
-    fast_path = True
-
     def __init__(
-        self, url: str, pool: AsyncConnectionPool[AsyncConn], blobs: BlobStore | None, workers: int
+        self, url: str, pool: AsyncConnectionPool[AsyncConn], blobs: BlobStore, workers: int
     ) -> None:
         super().__init__(blobs)
         self._url = url
@@ -146,6 +127,7 @@ class PostgresStore(Store):
 
     @classmethod
     async def open(cls, url: str, blobs: BlobStore | None, *, workers: int = 4) -> PostgresStore:
+        """``blobs=None`` keeps blobs in the database (``_blobs_pg``)."""
         # A unit never waits on its client mid-transaction, so an open transaction that
         # idles for seconds belongs to a frozen or partitioned process (SIGSTOP, a VM pause).
         # Its row locks would hide the execution from every other supervisor's
@@ -168,7 +150,7 @@ class PostgresStore(Store):
         except BaseException:
             await pool.close()
             raise
-        store = cls(url, pool, blobs, workers)
+        store = cls(url, pool, blobs or PostgresBlobStore(pool), workers)
         try:
             await store._start_listener()
         except BaseException:
@@ -237,101 +219,67 @@ class PostgresStore(Store):
         raise AssertionError("unreachable")
 
     async def _run_tx(self, conn: AsyncConn, units: list[Unit]) -> tuple[list[Any], dict[str, int]]:
-        if not self.fast_path:
-            return await self._run_programs(conn, units)
         if units[0].single_append:
-            items = []
-            for unit in units:
-                (op,) = unit.ops
-                assert isinstance(op, Append)
-                items.append((op.session_id, op.actions))
-            prepared = _pg_fast.append_params(items)
-            if prepared is not None and len(prepared[1]) == 1:
-                # One session (e.g. a sequential appender): the single-session function
-                # behind nua_unit is cheaper than the set-based batch.
-                merged = Unit(None, tuple(op for unit in units for op in unit.ops))
-                unit_params = _pg_fast.unit_params(merged)
-                if unit_params is not None:
-                    (outcome,), _ = await self._run_fast(
-                        conn, [merged], _pg_fast.UNIT_SQL, unit_params, None
-                    )
-                    if isinstance(outcome, BaseException):
-                        return [outcome] * len(units), {}
-                    return [[r] for r in outcome], {}
-            if prepared is not None:
-                params, order = prepared
-                return await self._run_fast(
-                    conn, units, _pg_fast.APPEND_SQL, params, (items, order)
-                )
-        else:
-            unit_args = _pg_fast.unit_params(units[0])
-            if unit_args is not None:
-                return await self._run_fast(conn, units, _pg_fast.UNIT_SQL, unit_args, None)
-        return await self._run_programs(conn, units)
-
-    async def _run_fast(
-        self,
-        conn: AsyncConn,
-        units: list[Unit],
-        sql: str,
-        params: list[Any],
-        batch: tuple[list[tuple[str, Any]], Any] | None,
-    ) -> tuple[list[Any], dict[str, int]]:
-        """One call, one round trip: autocommit makes the call its own transaction (the
-        function NOTIFYs, so wake-ups are delivered only if it commits)."""
+            # The actions were encoded and checked when each caller handed them over, so
+            # nothing here can fail one caller for another's value.
+            items, args = _pg_calls.batch_call(units)
+            row = await self._run_call(conn, units, args)
+            if isinstance(row, list):
+                return row, {}
+            outcomes = _pg_calls.append_outcomes(items, row)
+            return [r if isinstance(r, StoreError) else [r] for r in outcomes], {}
+        (unit,) = units
+        ops = _pg_calls.journal_unit(unit)
+        if ops is None:
+            return await self._run_programs(conn, unit)
         try:
-            cur = await conn.execute(sql, params)
-            row = await cur.fetchone()
+            args = _pg_calls.journal_call(unit.fence, ops)
+        except StoreError as exc:  # a value it cannot pass (a ledger result, a time)
+            return [exc], {}
+        row = await self._run_call(conn, units, args)
+        if isinstance(row, list):
+            return row, {}
+        return [_pg_calls.journal_results(ops, row)], {}
+
+    async def _run_call(
+        self, conn: AsyncConn, units: list[Unit], params: list[Any]
+    ) -> tuple[Any, ...] | list[Any]:
+        """One call, one round trip: autocommit makes the call its own transaction (the
+        function NOTIFYs, so wake-ups are delivered only if it commits). Returns the
+        call's row, or every unit's outcome if it failed."""
+        try:
+            cur = await conn.execute(_DIALECT.sql(_pg_calls.UNIT_SQL), params)
+            row: tuple[Any, ...] | None = await cur.fetchone()
         except psycopg.Error as exc:
-            mine = _pg_fast.raised(exc, units[0])
-            if mine is not None:
-                return [mine] * len(units), {}
             if isinstance(exc, psycopg.OperationalError) and exc.sqlstate is None:
                 # The connection broke mid-call: whether the server committed is unknowable.
-                return [_commit_unknown(u, exc) for u in units], {}
+                return [_commit_unknown(u, exc) for u in units]
             translated = _translate(exc)
             if isinstance(translated, StoreError):
-                return [translated] * len(units), {}
+                return [translated] * len(units)
             raise translated from exc
+        except UnicodeEncodeError as exc:  # a parameter the ops did not check
+            return [unit_failure(exc, "postgresql")] * len(units)
         assert row is not None
-        seqs = row[0]
-        if batch is not None:
-            results = _pg_fast.append_outcomes(*batch, seqs)
-            return [r if isinstance(r, StoreError) else [r] for r in results], {}
-        return [_pg_fast.unit_results(units[0], seqs)], {}
+        return row
 
-    async def _run_programs(
-        self, conn: AsyncConn, units: list[Unit]
-    ) -> tuple[list[Any], dict[str, int]]:
+    async def _run_programs(self, conn: AsyncConn, unit: Unit) -> tuple[list[Any], dict[str, int]]:
         fx = Effects()
         try:
-            # Pipelined: BEGIN and every statement whose rows are only checked go out
-            # without waiting (see drive); the checks all pass before COMMIT is sent.
+            # Pipelined: BEGIN goes out with the first statement (see drive).
             async with conn.pipeline() as pipeline:
                 await conn.execute("BEGIN")
-                if units[0].single_append:
-                    items = []
-                    for unit in units:
-                        (op,) = unit.ops
-                        assert isinstance(op, Append)
-                        items.append((op.session_id, op.actions))
-                    results = await drive(conn, append_program(_DIALECT, items, fx), pipeline)
-                    outcomes: list[Any] = [r if isinstance(r, StoreError) else [r] for r in results]
-                else:
-                    (unit,) = units
-                    program = unit_program(_DIALECT, unit.fence, unit.ops, fx)
-                    outcomes = [await drive(conn, program, pipeline)]
-                await self._notify(conn, fx.wakeups)
-                await verify(pipeline, [])
+                program = unit_program(_DIALECT, unit.fence, unit.ops, fx)
+                outcome = await drive(conn, program, pipeline)
         except psycopg.Error as exc:
             await _rollback(conn)
             translated = _translate(exc)
             if isinstance(translated, StoreError):
-                return [translated] * len(units), {}
+                return [translated], {}
             raise translated from exc
-        except StoreError as exc:
+        except Exception as exc:  # a store error, or a bug: this unit fails, alone
             await _rollback(conn)
-            return [exc] * len(units), {}
+            return [unit_failure(exc, "postgresql")], {}
         except BaseException:
             await _rollback(conn)
             raise
@@ -339,25 +287,33 @@ class PostgresStore(Store):
             await conn.execute("COMMIT")
         except psycopg.Error as exc:
             # Whether the server committed before the connection broke is unknowable.
-            return [_commit_unknown(u, exc) for u in units], {}
-        return outcomes, fx.wakeups
+            return [_commit_unknown(unit, exc)], {}
+        return [outcome], fx.wakeups
 
-    async def _notify(self, conn: AsyncConn, wakeups: dict[str, int]) -> None:
-        # Sent inside the transaction: PostgreSQL delivers it only if the COMMIT lands.
-        payloads, current = [], []
-        for item in wakeups.items():
-            current.append(item)
-            if len(current) >= 100:
-                payloads.append(dumps(current))
-                current = []
-        if current:
-            payloads.append(dumps(current))
-        for payload in payloads:
-            assert len(payload.encode()) < _NOTIFY_BYTES
-            try:
-                await conn.execute("SELECT pg_notify(%s, %s)", (_CHANNEL, payload))
-            except psycopg.Error as exc:
-                raise _translate(exc) from exc
+    async def check_writable(self) -> None:
+        timeout = self.check_writable_timeout
+        if self._closed:
+            raise Unavailable("the store is closed")
+        try:
+            # A transaction that gets a transaction id must write a commit record: a
+            # standby refuses it, a server that cannot write its WAL cannot finish it.
+            # The store writes in the default access mode, so a read-only default is as
+            # unwritable as a standby.
+            async with (
+                asyncio.timeout(timeout),
+                self._pool.connection() as conn,
+                conn.transaction(),
+            ):
+                cur = await conn.execute(
+                    "SELECT txid_current(), current_setting('transaction_read_only')"
+                )
+                row = await cur.fetchone()
+        except TimeoutError as exc:
+            raise Unavailable(f"postgresql: no write transaction in {timeout} s") from exc
+        except (psycopg.Error, PoolTimeout) as exc:
+            raise Unavailable(f"postgresql: {exc}") from exc
+        if row is None or row[1] != "off":
+            raise Unavailable("postgresql: the database is read-only")
 
     # -- reads -----------------------------------------------------------------------
 
@@ -412,6 +368,7 @@ class PostgresStore(Store):
         if self._listener is not None:
             with contextlib.suppress(psycopg.Error):
                 await self._listener.close()
+        await self._blobs.close()
         await self._pool.close()
         self._hub.close()
 

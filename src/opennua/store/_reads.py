@@ -4,18 +4,21 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._actions import action_from_row
 from ._errors import InvalidInput, NotFound
-from ._log_ops import action_from_row
+from ._json import loads
 from ._records import (
-    Artifact,
-    Attempt,
+    ArtifactRecord,
+    AttemptRecord,
     Checkpoint,
-    CheckpointRecord,
+    CheckpointPart,
     Execution,
-    InputRequest,
+    InputRequestRecord,
     LedgerEntry,
     Page,
-    Session,
+    SessionListStatus,
+    SessionRecord,
+    SessionSummary,
     Snapshot,
 )
 from ._sql import (
@@ -26,26 +29,58 @@ from ._sql import (
     Query,
     execution_from_row,
     input_request_from_row,
-    loads,
     session_from_row,
 )
 
 
-def get_session(session_id: str) -> Program[Session]:
+def get_session(session_id: str) -> Program[SessionRecord]:
     rows = yield Query(f"SELECT {SESSION_COLS} FROM sessions WHERE session_id = ?", (session_id,))
     if not rows:
         raise NotFound("session", session_id)
     return session_from_row(rows[0])
 
 
-def list_sessions(
-    limit: int, cursor: str | None, workspace_id: str | None
-) -> Program[Page[Session]]:
+#: What a list shows beside the session row, computed per row from indexed tables
+#: (executions and input requests by session), never from the session's log or state.
+_SUMMARY_COLS = (
+    "(SELECT COUNT(*) FROM input_requests i WHERE i.session_id = s.session_id "
+    "AND i.status = 'open'), "
+    "(SELECT COUNT(*) FROM executions e WHERE e.session_id = s.session_id "
+    "AND e.status IN ('queued', 'running', 'waiting_input')), "
+    "(SELECT MAX(COALESCE(e.finished_at, e.created_at)) FROM executions e "
+    "WHERE e.session_id = s.session_id)"
+)
+_STATUS_WHERE = {
+    "requires_action": "EXISTS (SELECT 1 FROM input_requests i WHERE i.session_id = s.session_id "
+    "AND i.status = 'open')",
+    "running": "EXISTS (SELECT 1 FROM executions e WHERE e.session_id = s.session_id AND "
+    "e.status IN ('queued', 'running', 'waiting_input')) AND NOT EXISTS (SELECT 1 FROM "
+    "input_requests i WHERE i.session_id = s.session_id AND i.status = 'open')",
+    "idle": "NOT EXISTS (SELECT 1 FROM executions e WHERE e.session_id = s.session_id AND "
+    "e.status IN ('queued', 'running', 'waiting_input'))",
+}
+
+
+def list_session_summaries(
+    limit: int,
+    cursor: str | None,
+    *,
+    workspace_id: str | None = None,
+    status: str | None = None,
+    deployment: str | None = None,
+) -> Program[Page[SessionSummary]]:
     where: list[str] = []
     params: list[Any] = []
     if workspace_id is not None:
-        where.append("workspace_id = ?")
+        where.append("s.workspace_id = ?")
         params.append(workspace_id)
+    if status is not None:
+        if status not in _STATUS_WHERE:
+            raise InvalidInput(f"status must be one of {', '.join(sorted(_STATUS_WHERE))}")
+        where.append(_STATUS_WHERE[status])
+    if deployment is not None:
+        where.append("s.deployment = ?")
+        params.append(deployment)
     if cursor is not None:
         # The cursor is the (created_at, session_id) of the last row served: a keyset,
         # so pages stay stable while new sessions are created.
@@ -54,17 +89,33 @@ def list_sessions(
             created_at = float(created)
         except ValueError as exc:
             raise InvalidInput(f"bad session cursor {cursor!r}") from exc
-        where.append("(created_at < ? OR (created_at = ? AND session_id < ?))")
+        where.append("(s.created_at < ? OR (s.created_at = ? AND s.session_id < ?))")
         params += [created_at, created_at, sid]
     clause = f"WHERE {' AND '.join(where)} " if where else ""
+    cols = ", ".join(f"s.{c.strip()}" for c in SESSION_COLS.split(","))
     rows = yield Query(
-        f"SELECT {SESSION_COLS} FROM sessions {clause}"
-        "ORDER BY created_at DESC, session_id DESC LIMIT ?",
+        f"SELECT {cols}, {_SUMMARY_COLS} FROM sessions s {clause}"
+        "ORDER BY s.created_at DESC, s.session_id DESC LIMIT ?",
         [*params, limit + 1],
     )
-    items = [session_from_row(r) for r in rows[:limit]]
+    n = len(SESSION_COLS.split(","))
+    items = []
+    for r in rows[:limit]:
+        session = session_from_row(r[:n])
+        open_requests, active, last_turn = r[n], r[n + 1], r[n + 2]
+        state: SessionListStatus = (
+            "requires_action" if open_requests else "running" if active else "idle"
+        )
+        items.append(
+            SessionSummary(
+                session=session,
+                status=state,
+                open_input_requests=int(open_requests),
+                last_activity_at=max(session.created_at, last_turn or 0.0),
+            )
+        )
     more = len(rows) > limit
-    last = items[-1] if items else None
+    last = items[-1].session if items else None
     next_cursor = f"{last.created_at!r}|{last.session_id}" if more and last else None
     return Page(items, next_cursor)
 
@@ -99,14 +150,14 @@ def list_executions(session_id: str) -> Program[list[Execution]]:
     return [execution_from_row(r) for r in rows]
 
 
-def list_attempts(execution_id: str) -> Program[list[Attempt]]:
+def list_attempts(execution_id: str) -> Program[list[AttemptRecord]]:
     rows = yield Query(
         "SELECT attempt_id, execution_id, attempt, epoch, supervisor_id, claimed_at "
         "FROM attempts WHERE execution_id = ? ORDER BY attempt",
         (execution_id,),
     )
     return [
-        Attempt(
+        AttemptRecord(
             attempt_id=r[0],
             execution_id=r[1],
             attempt=r[2],
@@ -124,13 +175,13 @@ def load_checkpoint(execution_id: str) -> Program[Checkpoint]:
         "ORDER BY step_no DESC LIMIT 1",
         (execution_id,),
     )
-    full = CheckpointRecord(rows[0][0], bytes(rows[0][1])) if rows else None
+    full = CheckpointPart(rows[0][0], bytes(rows[0][1])) if rows else None
     rows = yield Query(
         "SELECT step_no, payload FROM checkpoint_steps WHERE execution_id = ? AND step_no > ? "
         "ORDER BY step_no",
         (execution_id, full.step_no if full else -1),
     )
-    return Checkpoint(execution_id, full, [CheckpointRecord(r[0], bytes(r[1])) for r in rows])
+    return Checkpoint(execution_id, full, [CheckpointPart(r[0], bytes(r[1])) for r in rows])
 
 
 def get_ledger(execution_id: str) -> Program[list[LedgerEntry]]:
@@ -152,7 +203,7 @@ def get_ledger(execution_id: str) -> Program[list[LedgerEntry]]:
     ]
 
 
-def get_input_request(request_id: str) -> Program[InputRequest]:
+def get_input_request(request_id: str) -> Program[InputRequestRecord]:
     rows = yield Query(
         f"SELECT {INPUT_COLS} FROM input_requests WHERE request_id = ?", (request_id,)
     )
@@ -163,7 +214,7 @@ def get_input_request(request_id: str) -> Program[InputRequest]:
 
 def list_input_requests(
     session_id: str | None, execution_id: str | None, status: str | None
-) -> Program[list[InputRequest]]:
+) -> Program[list[InputRequestRecord]]:
     where, params = [], []
     for column, value in (
         ("session_id", session_id),
@@ -185,8 +236,8 @@ _ARTIFACT_COLS = (
 )
 
 
-def _artifact(r: tuple[Any, ...]) -> Artifact:
-    return Artifact(
+def _artifact(r: tuple[Any, ...]) -> ArtifactRecord:
+    return ArtifactRecord(
         artifact_id=r[0],
         session_id=r[1],
         name=r[2],
@@ -199,7 +250,7 @@ def _artifact(r: tuple[Any, ...]) -> Artifact:
     )
 
 
-def get_artifact(artifact_id: str) -> Program[Artifact]:
+def get_artifact(artifact_id: str) -> Program[ArtifactRecord]:
     rows = yield Query(
         f"SELECT {_ARTIFACT_COLS} FROM artifacts WHERE artifact_id = ?", (artifact_id,)
     )
@@ -208,7 +259,7 @@ def get_artifact(artifact_id: str) -> Program[Artifact]:
     return _artifact(rows[0])
 
 
-def list_artifacts(session_id: str) -> Program[list[Artifact]]:
+def list_artifacts(session_id: str) -> Program[list[ArtifactRecord]]:
     rows = yield Query(
         f"SELECT {_ARTIFACT_COLS} FROM artifacts WHERE session_id = ? "
         "ORDER BY created_at, artifact_id",

@@ -26,7 +26,7 @@ T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Session:
+class SessionRecord:
     session_id: str
     created_at: float
     workspace_id: str | None = None
@@ -36,6 +36,25 @@ class Session:
     deployment_digest: str | None = None
     metadata: dict[str, Any] | None = None
     last_seq: int = 0
+    #: The execution snapshot beside the two digests: ``name@version``, the deployment's
+    #: name, the model, and the snapshot's own digest.
+    plugin: str | None = None
+    deployment: str | None = None
+    model: str | None = None
+    snapshot_digest: str | None = None
+
+
+SessionListStatus = Literal["idle", "running", "requires_action"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionSummary:
+    """A session as a list shows it: its row plus what its executions say now."""
+
+    session: SessionRecord
+    status: SessionListStatus
+    open_input_requests: int
+    last_activity_at: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +91,9 @@ class Execution:
     result: Any = None
     error: Any = None
     finished_at: float | None = None
+    #: W3C trace context of the turn's span: {"traceparent": ..., "parent": ...} (see
+    #: docs/observability.md); None when the execution was accepted without one.
+    trace_context: Any = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +107,7 @@ class Claimed:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Attempt:
+class AttemptRecord:
     attempt_id: str
     execution_id: str
     attempt: int
@@ -103,7 +125,7 @@ class Lease:
 
 
 @dataclass(frozen=True, slots=True)
-class CheckpointRecord:
+class CheckpointPart:
     step_no: int
     payload: bytes
 
@@ -113,8 +135,8 @@ class Checkpoint:
     """The latest compacted checkpoint (if any) and every step recorded after it."""
 
     execution_id: str
-    full: CheckpointRecord | None
-    steps: list[CheckpointRecord]
+    full: CheckpointPart | None
+    steps: list[CheckpointPart]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -128,7 +150,7 @@ class LedgerEntry:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class InputRequest:
+class InputRequestRecord:
     request_id: str
     session_id: str
     execution_id: str
@@ -192,7 +214,7 @@ Resolution = Won | Lost
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Artifact:
+class ArtifactRecord:
     artifact_id: str
     session_id: str
     name: str
@@ -202,3 +224,75 @@ class Artifact:
     created_at: float
     turn_id: str | None = None
     tool_call_id: str | None = None
+
+
+# -- who may do what (opennua.auth decides; these are its durable facts) -------------
+
+Role = Literal["owner", "admin", "member", "viewer"]
+PrincipalKind = Literal["user", "agent"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkspaceRecord:
+    workspace_id: str
+    name: str
+    created_at: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PrincipalRecord:
+    principal_id: str
+    kind: PrincipalKind
+    name: str
+    created_at: float
+    #: An agent principal's home workspace; None for a user.
+    workspace_id: str | None = None
+    created_by: str | None = None
+    disabled_at: float | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MembershipRecord:
+    workspace_id: str
+    principal_id: str
+    role: Role
+    created_at: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TokenRecord:
+    token_id: str
+    principal_id: str
+    #: sha256 of the secret, hex. The secret is never stored.
+    secret_hash: str
+    created_at: float
+    name: str | None = None
+    expires_at: float | None = None
+    revoked_at: float | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GrantRecord:
+    """What one execution may do, and until when (renewed with its lease)."""
+
+    execution_id: str
+    principal_id: str
+    workspace_id: str
+    expires_at: float
+    token_id: str | None = None
+    snapshot_digest: str | None = None
+    model: str | None = None
+    caps: dict[str, Any] | None = None
+    revoked_at: float | None = None
+    revoked_reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UsageRow:
+    """One `usage.recorded` action with what it is attributed to."""
+
+    workspace_id: str | None
+    principal_id: str | None
+    model: str
+    ts: str
+    tokens: dict[str, int]

@@ -1,25 +1,33 @@
 """The sans-I/O core shared by both backends.
 
-Every store operation is written once, as a *program*: a generator that yields
-:class:`Query` objects and receives each query's rows back. The SQLite writer thread
-and the PostgreSQL connection drive the same programs, so the two backends cannot
-drift apart in semantics; a :class:`Dialect` supplies the few spellings that differ
-(placeholders, row locks, list parameters).
+A store operation is a *program*: a generator that yields :class:`Query` objects and
+receives each query's rows back, which the SQLite writer thread and the PostgreSQL
+connection both drive. Most operations are one program for both backends, with a
+:class:`Dialect` for the few spellings that differ. The ops an attempt journals at
+every step (append, the fence, checkpoint records, the tool ledger) are defined once
+*per backend* instead, behind the same dialect: as SQL programs on SQLite
+(``_sqlite_ops``), as server-side functions on PostgreSQL (``sql/postgres_functions.sql``,
+called by ``_pg_calls``), because one call per unit is what makes PostgreSQL fast and a
+server-side function cannot drive a Python program (docs/store.md, "One definition").
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Generator, Iterator, Sequence
+import abc
+import dataclasses
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import orjson
 from ulid import ULID
 
-from ._bodies import pack, unpack
-from ._records import Execution, InputRequest, Session
+from ._json import check_text, loads
+from ._records import ArtifactRecord, Execution, InputRequestRecord, SessionRecord
+
+if TYPE_CHECKING:
+    from ._actions import EncodedAction
+    from ._errors import StoreError
+    from ._exec_ops import JournalOp
 
 T = TypeVar("T")
 Row = tuple[Any, ...]
@@ -27,21 +35,17 @@ Row = tuple[Any, ...]
 
 @dataclass(frozen=True, slots=True)
 class Query:
-    """One statement, written with ``?`` placeholders. ``many``: executemany, no rows.
-
-    ``check``: the program does not need the rows, only to have them validated (it raises
-    the unit's error). A driver may then send later statements before the rows arrive and
-    run the check once they do, before COMMIT (PostgreSQL pipelines them: one round trip
-    for many statements); the program receives ``[]``.
-    """
+    """One statement, written with ``?`` placeholders. ``many``: executemany, no rows."""
 
     sql: str
     params: Sequence[Any] = ()
     many: bool = False
-    check: Callable[[list[Row]], None] | None = None
 
 
 Program = Generator[Query, list[Row], T]
+AppendItems = Sequence[tuple[str, Sequence["EncodedAction"]]]
+#: A fenced unit's ``(execution_id, epoch, owner)``.
+Fence = tuple[str, int, str | None]
 
 
 @dataclass
@@ -52,13 +56,16 @@ class Effects:
     wakeups: dict[str, int] = field(default_factory=dict)
 
 
-class Dialect:
-    """SQLite spelling; :class:`PostgresDialect` overrides what differs."""
+class Dialect(abc.ABC):
+    """One backend: how it spells the shared programs, and its own definition of the
+    ops it writes its own way."""
 
-    name = "sqlite"
-    #: Row locks: a no-op on SQLite, whose single writer already serializes everything.
-    for_update = ""
+    name: str
+    #: ``FOR UPDATE SKIP LOCKED`` where rows can be locked; SQLite's single writer
+    #: already serializes everything.
     skip_locked = ""
+    #: ``FOR UPDATE``: lock the row read until the unit commits (a no-op on SQLite).
+    lock_row = ""
 
     def sql(self, text: str) -> str:
         return text
@@ -66,112 +73,24 @@ class Dialect:
     def in_(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
         return f"{column} IN ({','.join('?' * len(values))})", list(values)
 
-    def encode_body(self, body: Any) -> str | bytes:
-        """A stored action body: compressed on SQLite (``_bodies``), JSON text here."""
-        return pack(dumps(body))
+    @abc.abstractmethod
+    def append(self, items: AppendItems, fx: Effects) -> Program[list[list[int] | StoreError]]:
+        """Append each item's actions to its session; per item, its seqs or the error it
+        alone fails with (an unknown session). Re-appended ids (also repeats inside the
+        call) keep their seq and write nothing; seqs are gapless; append order is commit
+        order. A failing item writes nothing, whatever the others do."""
 
-    def insert_actions(self, rows: list[tuple[str, int, str, str, str | bytes]]) -> Query:
-        # `actions` is a view on SQLite (migration 4): the rows go to action_log, keyed by
-        # the session's integer sk.
-        return Query(
-            "INSERT INTO action_log (sk, seq, action_id, type, body) "
-            "VALUES ((SELECT sk FROM sessions WHERE session_id = ?), ?, ?, ?, ?)",
-            rows,
-            many=True,
-        )
+    @abc.abstractmethod
+    def journal(
+        self, fence: Fence | None, ops: Sequence[JournalOp], fx: Effects
+    ) -> Program[list[Any]]:
+        """All or nothing: the fence check, then journal ops in order (appends,
+        checkpoint records, ledger moves: see ``_exec_ops``); each op's result.
 
-    def move_last_seqs(self, moved: list[tuple[int, str]]) -> Query:
-        return Query("UPDATE sessions SET last_seq = ? WHERE session_id = ?", moved, many=True)
-
-    def pairs(self, pairs: Sequence[tuple[str, str]]) -> tuple[str, list[Any]]:
-        """A derived table ``v(column1, column2)`` of string pairs, to JOIN against.
-
-        (A JOIN, not ``(a, b) IN (VALUES ...)``: SQLite plans the latter as a table scan.)
+        The fence checks (and where rows lock, locks) the execution row before the unit
+        writes: ``NotFound``, or ``Fenced`` unless it is ``running`` at the fence's epoch
+        (and owned by its owner, if given).
         """
-        values = ",".join(["(?,?)"] * len(pairs))
-        return f"(VALUES {values}) AS v", [v for pair in pairs for v in pair]
-
-
-class PostgresDialect(Dialect):
-    name = "postgres"
-    for_update = " FOR UPDATE"
-    skip_locked = " FOR UPDATE SKIP LOCKED"
-
-    def sql(self, text: str) -> str:
-        return _to_pyformat(text)
-
-    def in_(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
-        return f"{column} = ANY(?)", [list(values)]
-
-    def encode_body(self, body: Any) -> str | bytes:
-        return dumps(body)
-
-    # One statement over arrays instead of executemany: a batch of a thousand appends is
-    # one INSERT for the server to plan and one message for the client to build.
-    def insert_actions(self, rows: list[tuple[str, int, str, str, str | bytes]]) -> Query:
-        cols = [list(c) for c in zip(*rows, strict=True)]
-        return Query(
-            "INSERT INTO actions (session_id, seq, action_id, type, body) "
-            "SELECT * FROM unnest(?::text[], ?::bigint[], ?::text[], ?::text[], ?::text[])",
-            cols,
-            check=_no_check,
-        )
-
-    def move_last_seqs(self, moved: list[tuple[int, str]]) -> Query:
-        return Query(
-            "UPDATE sessions s SET last_seq = v.seq "
-            "FROM unnest(?::bigint[], ?::text[]) AS v(seq, sid) WHERE s.session_id = v.sid",
-            [[m[0] for m in moved], [m[1] for m in moved]],
-            check=_no_check,
-        )
-
-    def pairs(self, pairs: Sequence[tuple[str, str]]) -> tuple[str, list[Any]]:
-        return (
-            "unnest(?::text[], ?::text[]) AS v(column1, column2)",
-            [[p[0] for p in pairs], [p[1] for p in pairs]],
-        )
-
-
-def _no_check(rows: list[Row]) -> None:
-    """For a statement whose rows nobody needs: lets a pipelining driver not wait for it."""
-
-
-@lru_cache(maxsize=512)
-def _to_pyformat(text: str) -> str:
-    # Our SQL never contains a literal '?' or '%', so a plain replace is exact.
-    assert "%" not in text, text
-    return text.replace("?", "%s")
-
-
-# Types orjson would write but the standard library refuses are handed to the latter,
-# so what the store accepts does not depend on which encoder ran.
-_ORJSON_OPTS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
-
-
-def dumps(value: Any) -> str:
-    """Compact JSON text (UTF-8, no spaces): every action body goes through here, and
-    orjson writes one ~10x faster than the standard library (a third of the SQLite
-    writer's Python with 100 concurrent appenders). What orjson refuses (integers past
-    64 bits, non-string keys, lone surrogates, other types) goes to the standard library,
-    whose text differs only in how some floats are spelled (``1e-07`` / ``1e-7``)."""
-    try:
-        return orjson.dumps(value, option=_ORJSON_OPTS).decode()
-    except TypeError:  # orjson.JSONEncodeError is one
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-
-
-def loads(text: str | None) -> Any:
-    return None if text is None else json.loads(text)
-
-
-def load_body(stored: str | bytes) -> Any:
-    """A stored action body's value: JSON text, or SQLite's compressed BLOB (``_bodies``)."""
-    return json.loads(unpack(stored))
-
-
-def chunks(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
-    for i in range(0, len(items), size):
-        yield items[i : i + size]
 
 
 def new_id(prefix: str, now: float) -> str:
@@ -183,12 +102,12 @@ def new_id(prefix: str, now: float) -> str:
 
 SESSION_COLS = (
     "session_id, created_at, workspace_id, principal_id, title, plugin_digest, "
-    "deployment_digest, metadata, last_seq"
+    "deployment_digest, metadata, last_seq, plugin, deployment, model, snapshot_digest"
 )
 
 
-def session_from_row(r: Row) -> Session:
-    return Session(
+def session_from_row(r: Row) -> SessionRecord:
+    return SessionRecord(
         session_id=r[0],
         created_at=r[1],
         workspace_id=r[2],
@@ -198,13 +117,17 @@ def session_from_row(r: Row) -> Session:
         deployment_digest=r[6],
         metadata=loads(r[7]),
         last_seq=r[8],
+        plugin=r[9],
+        deployment=r[10],
+        model=r[11],
+        snapshot_digest=r[12],
     )
 
 
 EXEC_COLS = (
     "execution_id, session_id, turn_id, status, created_at, principal_id, trigger, input, "
     "retry_of, snapshot_digest, deadline_at, owner, epoch, attempt, lease_expires_at, "
-    "cancel_requested, result, error, finished_at"
+    "cancel_requested, result, error, finished_at, trace_context"
 )
 
 
@@ -229,6 +152,7 @@ def execution_from_row(r: Row) -> Execution:
         result=loads(r[16]),
         error=loads(r[17]),
         finished_at=r[18],
+        trace_context=loads(r[19]),
     )
 
 
@@ -239,8 +163,8 @@ INPUT_COLS = (
 )
 
 
-def input_request_from_row(r: Row) -> InputRequest:
-    return InputRequest(
+def input_request_from_row(r: Row) -> InputRequestRecord:
+    return InputRequestRecord(
         request_id=r[0],
         session_id=r[1],
         execution_id=r[2],
@@ -258,9 +182,41 @@ def input_request_from_row(r: Row) -> InputRequest:
 
 
 class Op:
-    """One buffered write. Subclasses are frozen dataclasses; ``run`` is their program."""
+    """One buffered write. Subclasses are frozen dataclasses; ``run`` is their program.
+
+    Every text field (also of a record it carries) is checked when the op is built, in
+    the caller's task: a string UTF-8 cannot hold fails that caller with
+    :class:`InvalidInput` naming the field, before anything is queued. (JSON fields are
+    checked by ``_json.dumps``, where they are encoded.)
+    """
 
     __slots__ = ()
 
+    def __post_init__(self) -> None:
+        _check_fields(self)
+
     def run(self, d: Dialect, fx: Effects) -> Program[Any]:  # pragma: no cover - abstract
         raise NotImplementedError
+
+
+def _check_fields(obj: object) -> None:
+    for name in _field_names(type(obj)):
+        value = getattr(obj, name)
+        kind = type(value)
+        if kind is str:
+            if not value.isascii():  # O(1); ASCII is always valid UTF-8
+                check_text(value, name)
+        elif kind in _RECORDS:
+            _check_fields(value)
+
+
+#: The records an op may carry, whose text fields are checked as the op's own.
+_RECORDS = frozenset({SessionRecord, Execution, InputRequestRecord, ArtifactRecord})
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _field_names(cls: type) -> tuple[str, ...]:
+    names = _FIELDS.get(cls)
+    if names is None:
+        names = _FIELDS[cls] = tuple(f.name for f in dataclasses.fields(cls))
+    return names

@@ -5,7 +5,7 @@ queued, runs it inside ONE ``BEGIN IMMEDIATE`` transaction (each unit in its own
 SAVEPOINT, so a unit whose precondition fails is rolled back alone), COMMITs once with
 ``synchronous=FULL`` (one fsync for the lot), and only then wakes the callers. While it
 waits on the disk, new units queue up: the batch size adapts to the load by itself.
-Runs of plain appends are merged into one set-based program (a few statements for the
+Runs of plain appends are merged into one set-based append (a few statements for the
 whole run instead of a few per caller), which is where most of the throughput comes from.
 """
 
@@ -14,6 +14,8 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import logging
+import os
 import sqlite3
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -23,18 +25,20 @@ from typing import Any, TypeVar
 
 from ._base import Store
 from ._blobs import BlobStore
-from ._errors import CommitUnknown, Conflict, StoreError, Unavailable
-from ._exec_ops import fence_program
+from ._blobs_file import private
+from ._errors import CommitUnknown, StoreError, Unavailable, WriteConflict, not_utf8, unit_failure
+from ._exec_ops import unit_program
 from ._log_ops import Append
 from ._migrations import migrate_sqlite
-from ._sql import Dialect, Effects, Program
-from ._sqlite_append import run_appends
+from ._sql import Effects, Program
+from ._sqlite_ops import SQLiteDialect
 from ._unit import Unit
 from ._watch import Watcher, WatchHub
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
-_DIALECT = Dialect()
+_DIALECT = SQLiteDialect()
 _MAX_BATCH = 2000
 _BUSY_TIMEOUT_MS = 10_000
 _WAL_AUTOCHECKPOINT_PAGES = 10_000
@@ -110,6 +114,23 @@ def _preallocate_wal(conn: sqlite3.Connection, path: str | Path) -> None:
         conn.execute(f"PRAGMA cache_size = {int(cache_size)}")
 
 
+def _private_database(path: Path) -> None:
+    """Make the database file 0600 (creating it if need be) before SQLite opens it.
+
+    SQLite creates a new database file 0644 minus the umask, but gives its -wal and -shm
+    files the database file's own mode, so a private database keeps them private too.
+    Files an older version left readable are tightened; someone else's are left alone.
+    """
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        if os.fstat(fd).st_uid == os.geteuid():
+            os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
+    for suffix in ("-wal", "-shm", "-journal"):
+        private(Path(f"{path}{suffix}"), 0o600)
+
+
 def drive(conn: sqlite3.Connection, program: Program[T]) -> T:
     """Run a program to completion, translating driver errors at this edge."""
     rows: list[Any] | None = None
@@ -122,21 +143,21 @@ def drive(conn: sqlite3.Connection, program: Program[T]) -> T:
                     rows = []
                 else:
                     rows = conn.execute(query.sql, query.params).fetchall()
-                    if query.check is not None:
-                        query.check(rows)
-                        rows = []
             except sqlite3.IntegrityError as exc:
                 program.close()
-                raise Conflict("row", "", str(exc)) from exc
+                raise WriteConflict("row", "", str(exc)) from exc
             except sqlite3.Error as exc:
                 program.close()
                 raise Unavailable(f"sqlite: {exc}") from exc
+            except UnicodeEncodeError as exc:  # a parameter the ops did not check
+                program.close()
+                raise not_utf8(exc, "a value") from exc
     except StopIteration as stop:
         return stop.value  # type: ignore[no-any-return]
 
 
 class SQLiteStore(Store):
-    def __init__(self, path: Path, blobs: BlobStore | None, *, readers: int = 2) -> None:
+    def __init__(self, path: Path, blobs: BlobStore, *, readers: int = 2) -> None:
         super().__init__(blobs)
         self.path = path
         self._loop = asyncio.get_running_loop()
@@ -148,6 +169,8 @@ class SQLiteStore(Store):
         self._cond = threading.Condition()
         self._stopping = False
         self._closed = False
+        #: Set if the writer thread ended on an error: every write fails at once.
+        self._writer_error: str | None = None
         self._hub = WatchHub()
         self._local = threading.local()
         self._reader_conns: list[sqlite3.Connection] = []
@@ -163,8 +186,9 @@ class SQLiteStore(Store):
         self._checkpointer.start()
 
     @classmethod
-    async def open(cls, path: Path, blobs: BlobStore | None) -> SQLiteStore:
+    async def open(cls, path: Path, blobs: BlobStore) -> SQLiteStore:
         def migrate() -> None:
+            _private_database(path)
             conn = connect(path)
             try:
                 migrate_sqlite(conn)
@@ -173,7 +197,7 @@ class SQLiteStore(Store):
 
         try:
             await asyncio.to_thread(migrate)
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, OSError) as exc:
             raise Unavailable(f"cannot open {path}: {exc}") from exc
         return cls(path, blobs)
 
@@ -182,6 +206,8 @@ class SQLiteStore(Store):
     async def _commit(self, unit: Unit) -> list[Any]:
         if self._stopping:
             raise StoreError("the store is closed")
+        if self._writer_error is not None:
+            raise Unavailable(self._writer_error)
         future: asyncio.Future[list[Any]] = self._loop.create_future()
         # Not straight to the writer: callers woken by one COMMIT resume in the same loop
         # iteration and submit their next units one after another. Handing each over as it
@@ -199,11 +225,15 @@ class SQLiteStore(Store):
         if not self._outbox:
             return
         batch, self._outbox = self._outbox, []
+        if self._writer_error is not None:
+            self._fail(batch)
+            return
         with self._cond:
             self._queue.extend(batch)
             self._cond.notify()
 
     def _writer_main(self, conn: sqlite3.Connection) -> None:
+        batch: list[_Pending] = []
         try:
             # Here, not in open(): SQLite deletes the WAL when its last connection closes.
             _preallocate_wal(conn, self.path)
@@ -219,11 +249,31 @@ class SQLiteStore(Store):
                 try:
                     outcomes, wakeups = self._run_batch(conn, [p.unit for p in live])
                 except BaseException as exc:  # never let the thread die with callers waiting
+                    _abort(conn)
                     failure = Unavailable(f"sqlite writer failed: {exc!r}")
                     outcomes, wakeups = [failure] * len(live), {}
                 self._loop.call_soon_threadsafe(self._settle, live, outcomes, wakeups)
+                batch = []
+        except BaseException as exc:
+            # Ending on an error (a bug, or the event loop is gone): whoever waits, and
+            # whoever writes from now on, gets an error at once instead of hanging.
+            log.error("the SQLite writer stopped", exc_info=True)
+            self._writer_error = f"the sqlite writer stopped: {exc!r}"
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
+                self._loop.call_soon_threadsafe(self._fail, batch)
         finally:
             conn.close()
+
+    def _fail(self, batch: list[_Pending]) -> None:
+        """Fail ``batch`` and everything still queued: the writer is gone."""
+        with self._cond:
+            queued = list(self._queue)
+            self._queue.clear()
+        failure = self._writer_error or "the sqlite writer stopped"
+        for pending in [*batch, *queued, *self._outbox]:
+            if not pending.future.done():
+                pending.future.set_exception(Unavailable(failure))
+        self._outbox = []
 
     def _run_batch(
         self, conn: sqlite3.Connection, units: list[Unit]
@@ -234,6 +284,18 @@ class SQLiteStore(Store):
             conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
             return [Unavailable(f"sqlite: {exc}")] * len(units), {}
+        try:
+            return self._run_units(conn, units)
+        except Exception as exc:
+            # Something failed outside any unit (a SAVEPOINT that could not be taken or
+            # released, a bug here): none of the batch may commit, and the next batch
+            # must find no transaction open.
+            _abort(conn)
+            return [unit_failure(exc, "sqlite")] * len(units), {}
+
+    def _run_units(
+        self, conn: sqlite3.Connection, units: list[Unit]
+    ) -> tuple[list[Any], dict[str, int]]:
         outcomes: list[Any] = [None] * len(units)
         wakeups: dict[str, int] = {}
         i = 0
@@ -292,23 +354,24 @@ class SQLiteStore(Store):
             op = unit.ops[0]
             assert isinstance(op, Append)
             items.append((op.session_id, op.actions))
-        moved: dict[str, int] = {}
+        fx = Effects()
         if savepoint:
             conn.execute("SAVEPOINT appends")
         try:
-            results = run_appends(conn, items, moved)
-        except StoreError as exc:
+            results = drive(conn, _DIALECT.append(items, fx))
+        except Exception as exc:  # a store error, or a bug: the run fails as a whole
+            error = unit_failure(exc, "sqlite")
             if not savepoint:
-                return exc
+                return error
             conn.execute("ROLLBACK TO appends")
             conn.execute("RELEASE appends")
-            outcomes[start:stop] = [exc] * (stop - start)
+            outcomes[start:stop] = [error] * (stop - start)
             return None
         if savepoint:
             conn.execute("RELEASE appends")
         # Per-item failures were detected before any write, so they need no rollback.
         outcomes[start:stop] = [r if isinstance(r, StoreError) else [r] for r in results]
-        _merge(wakeups, moved)
+        _merge(wakeups, fx.wakeups)
         return None
 
     def _run_unit(
@@ -323,16 +386,35 @@ class SQLiteStore(Store):
         if savepoint:
             conn.execute("SAVEPOINT unit")
         try:
-            results = _unit_ops(conn, unit, fx)
-        except StoreError as exc:
+            results = drive(conn, unit_program(_DIALECT, unit.fence, unit.ops, fx))
+        except Exception as exc:  # a store error, or a bug: this unit fails, alone
             if savepoint:
                 conn.execute("ROLLBACK TO unit")
                 conn.execute("RELEASE unit")
-            return exc
+            return unit_failure(exc, "sqlite")
         if savepoint:
             conn.execute("RELEASE unit")
         _merge(wakeups, fx.wakeups)
         return results
+
+    async def check_writable(self) -> None:
+        timeout = self.check_writable_timeout
+        if self._closed:
+            raise Unavailable("the store is closed")
+        if self._writer_error is not None or not self._writer.is_alive():
+            raise Unavailable(self._writer_error or "the sqlite writer is not running")
+        try:
+            # An empty unit: the writer's BEGIN IMMEDIATE (the write lock) and COMMIT,
+            # behind whatever is queued, with no page written.
+            await asyncio.wait_for(self._commit(Unit(None, ())), timeout)
+        except TimeoutError as exc:
+            raise Unavailable(
+                f"the sqlite writer did not start and finish a transaction in {timeout} s"
+            ) from exc
+        except Unavailable:
+            raise
+        except StoreError as exc:
+            raise Unavailable(f"sqlite: {exc}") from exc
 
     def _settle(self, live: list[_Pending], outcomes: list[Any], wakeups: dict[str, int]) -> None:
         for pending, outcome in zip(live, outcomes, strict=True):
@@ -401,30 +483,20 @@ class SQLiteStore(Store):
         for conn in self._reader_conns:
             conn.close()
         self._hub.close()
-
-
-def _unit_ops(conn: sqlite3.Connection, unit: Unit, fx: Effects) -> list[Any]:
-    """``unit_program`` (fence check, then every op in order), with appends on the fast
-    path: an attempt's step appends its actions, and append_program's generator and
-    per-size SQL were a good part of the step's Python in the writer."""
-    if unit.fence is not None:
-        drive(conn, fence_program(_DIALECT, *unit.fence))
-    results: list[Any] = []
-    for op in unit.ops:
-        if type(op) is Append:
-            (result,) = run_appends(conn, [(op.session_id, op.actions)], fx.wakeups)
-            if isinstance(result, StoreError):
-                raise result
-            results.append(result)
-        else:
-            results.append(drive(conn, op.run(_DIALECT, fx)))
-    return results
+        await self._blobs.close()
 
 
 def _merge(into: dict[str, int], wakeups: dict[str, int]) -> None:
     for session_id, seq in wakeups.items():
         if seq > into.get(session_id, 0):
             into[session_id] = seq
+
+
+def _abort(conn: sqlite3.Connection) -> None:
+    """Roll back whatever transaction is open, so the next batch starts clean."""
+    if conn.in_transaction:
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")
 
 
 def _rolled_back(conn: sqlite3.Connection, outcomes: list[Any]) -> tuple[list[Any], dict[str, int]]:

@@ -12,28 +12,45 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Generic, TypeVar
 
+from ._actions import encode_actions
+from ._auth_ops import PutGrant
+from ._automation import (
+    AdvanceSchedule,
+    CheckSchedulerLease,
+    DeliveryRecord,
+    FireRecord,
+    InsertDelivery,
+    InsertFire,
+)
 from ._errors import InvalidInput, StoreError
 from ._exec_ops import (
     CreateExecution,
     Finish,
+    InsertInputRequest,
     LedgerSet,
     LedgerStart,
-    OpenInputRequest,
     ParkForInput,
     PruneCheckpoints,
     PutCheckpoint,
     RequestCancel,
+    RequireIdle,
 )
 from ._log_ops import (
     Append,
     CompleteIdempotency,
-    CreateSession,
+    InsertSession,
     PutArtifact,
     PutSnapshot,
     UpdateSessionTitle,
-    normalize_actions,
 )
-from ._records import TERMINAL_STATUSES, Artifact, Execution, InputRequest, Session
+from ._records import (
+    TERMINAL_STATUSES,
+    ArtifactRecord,
+    Execution,
+    GrantRecord,
+    InputRequestRecord,
+    SessionRecord,
+)
 from ._sql import Op
 
 T = TypeVar("T")
@@ -96,23 +113,23 @@ class UnitBuilder:
 
     def append(self, session_id: str, actions: Sequence[Mapping[str, Any]]) -> Handle[list[int]]:
         """Append action envelopes; the store assigns ``seq`` (re-appended ids keep theirs)."""
-        return self._add(Append(session_id, normalize_actions(session_id, actions)))
+        return self._add(Append(session_id, encode_actions(session_id, actions)))
 
     def put_snapshot(self, session_id: str, seq: int, state_json: str) -> Handle[None]:
         return self._add(PutSnapshot(session_id, seq, state_json))
 
-    def put_artifact(self, artifact: Artifact) -> Handle[Artifact]:
+    def put_artifact(self, artifact: ArtifactRecord) -> Handle[ArtifactRecord]:
         return self._add(PutArtifact(artifact))
 
-    def open_input_request(self, request: InputRequest) -> Handle[InputRequest]:
-        return self._add(OpenInputRequest(request))
+    def open_input_request(self, request: InputRequestRecord) -> Handle[InputRequestRecord]:
+        return self._add(InsertInputRequest(request))
 
 
 class Transaction(UnitBuilder):
     """An unfenced unit of work (the Host's): every op commits together or none does."""
 
-    def create_session(self, session: Session) -> Handle[Session]:
-        return self._add(CreateSession(session))
+    def create_session(self, session: SessionRecord) -> Handle[SessionRecord]:
+        return self._add(InsertSession(session))
 
     def update_session_title(self, session_id: str, title: str | None) -> Handle[None]:
         return self._add(UpdateSessionTitle(session_id, title))
@@ -121,11 +138,33 @@ class Transaction(UnitBuilder):
         """Record an accepted command as ``queued`` (its ``status`` field is ignored)."""
         return self._add(CreateExecution(execution))
 
+    def require_idle(self, session_id: str) -> Handle[None]:
+        """Void the unit with :class:`SessionBusy` if the session has an active execution
+        when it commits (across processes: the check and the unit's writes are atomic)."""
+        return self._add(RequireIdle(session_id))
+
     def request_cancel(self, execution_id: str) -> Handle[Execution]:
         return self._add(RequestCancel(execution_id))
 
+    def put_grant(self, grant: GrantRecord) -> Handle[GrantRecord]:
+        """The grant an accepted execution will run under (with its `create_execution`)."""
+        return self._add(PutGrant(grant))
+
     def complete_idempotency(self, scope: str, key: str, response: Any) -> Handle[None]:
         return self._add(CompleteIdempotency(scope, key, response))
+
+    def record_fire(
+        self, fire: FireRecord, *, expected: float, next_fire_at: float | None
+    ) -> Handle[bool]:
+        """A schedule's slot fired (this unit's execution): fenced by the scheduler lease
+        the fire names, one per slot, and the schedule's next slot moved from `expected`."""
+        self._add(CheckSchedulerLease(fire.scheduler_id, fire.epoch))
+        self._add(InsertFire(fire))
+        return self._add(AdvanceSchedule(fire.schedule_id, expected, next_fire_at))
+
+    def record_delivery(self, delivery: DeliveryRecord) -> Handle[DeliveryRecord]:
+        """A webhook delivery accepted (this unit's execution): one per ``webhook-id``."""
+        return self._add(InsertDelivery(delivery))
 
 
 class FencedTransaction(UnitBuilder):

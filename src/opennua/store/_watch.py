@@ -57,15 +57,16 @@ class WatchHub:
     """In-process fan-out of wake-ups (called on the event loop thread only)."""
 
     def __init__(self) -> None:
-        self._watchers: set[Watcher] = set()
+        # Insertion-ordered (a dict as an ordered set): wake-ups in registration order.
+        self._watchers: dict[Watcher, None] = {}
 
     def subscribe(self) -> Watcher:
         watcher = Watcher(self)
-        self._watchers.add(watcher)
+        self._watchers[watcher] = None
         return watcher
 
     def discard(self, watcher: Watcher) -> None:
-        self._watchers.discard(watcher)
+        self._watchers.pop(watcher, None)
 
     def publish(self, wakeups: dict[str, int]) -> None:
         for watcher in self._watchers:

@@ -9,22 +9,48 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
-from collections.abc import Callable
+import re
+import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from opennua.protocol.actions import PROTOCOL_VERSION
-from opennua.protocol.ids import action_id
-from opennua.runtime import AgentDefinition, AgentLoop, Answer, Completed, Stopped, Suspended
-from opennua.runtime._env import DerivedIds, RunEnv
-from opennua.runtime.errors import Fenced as RuntimeFenced
-from opennua.runtime.errors import RuntimeFailure
-from opennua.store import Claimed, Fenced, FencedTransaction, Store
-from opennua.supervisor._journal import BlobArtifacts, StoreJournal, rfc3339
+from opennua.protocol import initial_state, reduce, state_from_json
+from opennua.protocol.actions import LOST_PATHS_LIMIT, action_from_dict
+from opennua.runtime import (
+    AgentDefinition,
+    AgentLoop,
+    Answer,
+    Completed,
+    DerivedIds,
+    GatewayRoute,
+    OwnershipLost,
+    RunEnv,
+    RuntimeFailure,
+    SandboxMode,
+    Stopped,
+    Suspended,
+    Tracing,
+)
+from opennua.store import (
+    Claimed,
+    Execution,
+    Fenced,
+    FencedTransaction,
+    NotFound,
+    Store,
+    Unavailable,
+)
+from opennua.supervisor._journal import BlobArtifacts, StoreJournal, host_action, rfc3339
+from opennua.supervisor._snapshot import SandboxSecret, agent_for
+from opennua.supervisor._tracing import attempt_scope, emit_turn_span
+from opennua.supervisor._workspace import EMPTY, Workspace
 
 log = logging.getLogger("opennua.supervisor")
+_SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 
 _EXECUTION_STATUS = {
     "end_turn": "completed",
@@ -45,28 +71,45 @@ class AttemptConfig:
     model: Any = None  # a pydantic-ai Model overriding the agent's (tests)
     on_fenced: Callable[[], None] = lambda: None  # metrics: a write or renewal was fenced
     on_append: Callable[[int], None] = lambda count: None  # metrics: actions appended
+    #: How `shell` commands run: under bubblewrap, or (the operator's choice) unconfined.
+    sandbox: SandboxMode = "bwrap"
+    #: Why the execution's grant no longer holds, or None (renewing it when it does).
+    grant_check: GrantCheck | None = None
+    #: The runtime's interval clock (delta batching); a simulation passes its virtual one.
+    monotonic: Callable[[], float] = time.monotonic
+    #: Where spans go; None: tracing is off.
+    tracing: Tracing | None = None
+    #: Issues an attempt's way to the gateway (for remote MCP servers); None: no gateway.
+    gateway: GatewayIssuer | None = None
+    #: Reads a secret for a deployment's confirmed `sandbox_env`; None: no secret store.
+    sandbox_secret: SandboxSecret | None = None
 
 
-def host_action(
-    claimed: Claimed, key: str, type_: str, data: dict[str, Any], ts: str
-) -> dict[str, Any]:
-    """An action the supervisor emits about the execution itself (id derived, so it dedupes)."""
-    execution = claimed.execution
-    return {
-        "v": PROTOCOL_VERSION,
-        "session_id": execution.session_id,
-        "id": action_id(execution.execution_id, key),
-        "type": type_,
-        "ts": ts,
-        "turn_id": execution.turn_id,
-        "run_id": None,
-        "client_id": None,
-        "intent_id": None,
-        "data": data,
-    }
+#: `execution_id -> problem code or None`: see `Supervisor`.
+GrantCheck = Callable[[str], Awaitable[str | None]]
+#: `(execution_id, epoch) -> the route to the gateway` with a ticket for that attempt.
+GatewayIssuer = Callable[[str, int], Awaitable[GatewayRoute]]
 
 
-class Attempt:
+def execution_workspace(data_dir: Path, execution: Execution) -> Path:
+    """The directory an execution's tools work in, created if need be.
+
+    It is the session's: an attempt restores into it the last workspace manifest the
+    session committed (``_workspace``), so the files of one turn are there in the next, on
+    whichever machine runs it. The directories are 0700 whatever the umask: they hold the
+    session's files.
+    """
+    if not _SAFE_NAME.fullmatch(execution.session_id):
+        raise ValueError(f"session id {execution.session_id!r} cannot name a directory")
+    root = data_dir / "workspaces"
+    path = root / execution.session_id
+    for directory in (root, path):
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        directory.chmod(0o700)  # mkdir's mode is masked by the umask
+    return path
+
+
+class AttemptRunner:
     def __init__(
         self, store: Store, agent: AgentDefinition, claimed: Claimed, config: AttemptConfig
     ) -> None:
@@ -76,8 +119,16 @@ class Attempt:
         self.config = config
         self.cancel = asyncio.Event()
         self.deadline_passed = False
+        #: Why the grant stopped holding, once it has (the run then ends `revoked`).
+        self.revoked: str | None = None
         self.fenced = False
         self._task: asyncio.Task[Any] | None = None
+        execution = claimed.execution
+        self.workspace = Workspace(
+            execution_workspace(config.data_dir, execution),
+            config.data_dir / "workspace-index" / f"{execution.session_id}.json",
+            store.blobs,
+        )
         self.journal = StoreJournal(
             store,
             claimed,
@@ -85,6 +136,8 @@ class Attempt:
             clock=config.clock,
             on_fenced=self._lost,
             on_append=config.on_append,
+            workspace=self.workspace,
+            track_seqs=config.tracing is not None and config.tracing.tracer_provider is not None,
         )
 
     def _lost(self) -> None:
@@ -94,8 +147,8 @@ class Attempt:
     def _ts(self) -> str:
         return rfc3339(self.config.clock())
 
-    async def _write(self, fill: Callable[[FencedTransaction], None]) -> None:
-        await self.journal.write(fill)
+    async def _write(self, fill: Callable[[FencedTransaction], object]) -> list[int]:
+        return await self.journal.write(fill)
 
     async def run(self) -> None:
         execution = self.claimed.execution
@@ -106,6 +159,10 @@ class Attempt:
                 return
             if execution.cancel_requested:
                 self.cancel.set()
+            # Checked at every claim, so also on resume after an answer.
+            if await self._grant_revoked():
+                await self._end("revoked", self._revoked_error())
+                return
             self._task = asyncio.create_task(self._run_loop())
             heartbeat = asyncio.create_task(self._heartbeat())
             try:
@@ -115,8 +172,13 @@ class Attempt:
                 with contextlib.suppress(asyncio.CancelledError):
                     await heartbeat
             await self._record(outcome)
-        except (RuntimeFenced, Fenced):
+        except (OwnershipLost, Fenced):
             log.warning("attempt %s fenced: stopping", self.claimed.attempt_id)
+        except Unavailable as exc:
+            # The store went away (a database restart): the execution did not fail, so
+            # it is not ended. The attempt stops; its lease lapses and a later attempt
+            # resumes from the checkpoint, as after a crash.
+            log.warning("attempt %s stopped, store unavailable: %s", self.claimed.attempt_id, exc)
         except asyncio.CancelledError:
             if self.fenced:
                 log.warning("attempt %s lost its lease: stopped", self.claimed.attempt_id)
@@ -132,9 +194,10 @@ class Attempt:
         claimed, ts = self.claimed, self._ts()
         stored = await self.store.load_checkpoint(claimed.execution.execution_id)
         resumed = stored.full is not None or bool(stored.steps)
+        restored = await self._restore_workspace(ts)
         actions = [
             host_action(
-                claimed,
+                claimed.execution,
                 f"attempt/{claimed.attempt}/started",
                 "execution.attempt_started",
                 {
@@ -147,14 +210,57 @@ class Attempt:
                 ts,
             ),
             host_action(
-                claimed,
+                claimed.execution,
                 f"attempt/{claimed.attempt}/running",
                 "turn.state",
                 {"state": "running", "attempt": claimed.attempt},
                 ts,
             ),
+            *restored,
         ]
         await self._write(lambda tx: tx.append(claimed.execution.session_id, actions))
+
+    async def _restore_workspace(self, ts: str) -> list[dict[str, Any]]:
+        """Bring the workspace to the session's last committed manifest; the
+        `workspace.restored` action when that changed anything or lost anything."""
+        claimed = self.claimed
+        manifest = await _last_manifest(self.store, claimed.execution.session_id)
+        lost: list[str] = []
+        retired = False
+        if manifest is None:
+            # Nothing was ever committed: the files here (if any) are the first commit's.
+            if claimed.attempt == 1:
+                return []
+            restored, written = EMPTY, 0
+        else:
+            try:
+                restored, lost, written = await self.workspace.restore(manifest)
+            except NotFound:
+                # Retention collected it (the session had ended long ago): the turn starts
+                # from an empty workspace, and says so.
+                restored, lost, written = EMPTY, await self.workspace.clear(), 0
+                retired = True
+        self.journal.restored(restored)
+        calls: list[str] = []
+        if claimed.attempt > 1:
+            ledger = await self.store.get_ledger(claimed.execution.execution_id)
+            # `started` and never completed: the attempt before this one died running it
+            # (a call an earlier attempt already marked `unknown` was reported then).
+            calls = sorted(e.tool_call_id for e in ledger if e.status == "started")
+        if not (lost or calls or written or retired):
+            return []
+        data = {
+            "execution_id": claimed.execution.execution_id,
+            "attempt": claimed.attempt,
+            "manifest": manifest,
+            "files": restored.files,
+            "bytes": restored.bytes,
+            "lost_paths": lost[:LOST_PATHS_LIMIT],
+            "lost_more": max(0, len(lost) - LOST_PATHS_LIMIT),
+            "lost_tool_call_ids": calls,
+        }
+        key = f"attempt/{claimed.attempt}/workspace-restored"
+        return [host_action(claimed.execution, key, "workspace.restored", data, ts)]
 
     async def _answers(self) -> dict[str, Answer]:
         requests = await self.store.list_input_requests(
@@ -171,16 +277,34 @@ class Attempt:
     async def _run_loop(self) -> Any:
         execution = self.claimed.execution
         ids = DerivedIds(execution.execution_id, ms=int(execution.created_at * 1000))
-        workspace = self.config.data_dir / "workspaces" / execution.execution_id
-        workspace.mkdir(parents=True, exist_ok=True)
         env = RunEnv(
             execution_id=execution.execution_id,
             root_run_id=ids("run", "root"),
-            workspace=workspace,
+            workspace=execution_workspace(self.config.data_dir, execution),
             ids=ids,
             artifacts=BlobArtifacts(self.store),
+            sandbox=self.config.sandbox,
+            clock=self.config.monotonic,
+            wall_clock=self.config.clock,
+            trace=None
+            if self.config.tracing is None
+            else attempt_scope(
+                self.config.tracing,
+                self.claimed,
+                self.config.supervisor_id,
+                self.journal.seqs_of,
+            ),
         )
-        loop = AgentLoop(self.agent, self.journal, env, model=self.config.model)
+        cache = self.config.data_dir / "plugins"
+        agent, limits = await agent_for(
+            self.store, self.agent, execution, cache, self.config.sandbox_secret
+        )
+        if self.config.gateway is not None and any(s.url for s in agent.mcp_servers):
+            # A ticket for this attempt only: a later attempt (epoch) gets its own.
+            route = await self.config.gateway(execution.execution_id, self.claimed.epoch)
+            route = dataclasses.replace(route, on_revoked=self._gateway_refused)
+            env = dataclasses.replace(env, gateway=route)
+        loop = AgentLoop(agent, self.journal, env, model=self.config.model, limits=limits)
         parts = execution.input or []
         prompt = "".join(p.get("text", "") for p in parts if isinstance(p, dict))
         return await loop.run(prompt, answers=await self._answers(), cancel=self.cancel)
@@ -201,44 +325,104 @@ class Attempt:
                 return
             if lease.cancel_requested:
                 self.cancel.set()
+            if await self._grant_revoked():
+                self.cancel.set()  # the loop stops; a tool call in flight is `unknown`
             if execution.deadline_at is not None and now >= execution.deadline_at:
                 self.deadline_passed = True
                 self.cancel.set()
 
+    async def _gateway_refused(self) -> None:
+        """The gateway refused a call because the grant no longer holds: check it now,
+        as the next heartbeat would, so no further model or tool call is made."""
+        if await self._grant_revoked():
+            self.cancel.set()
+
+    async def _grant_revoked(self) -> bool:
+        if self.config.grant_check is None or self.revoked is not None:
+            return self.revoked is not None
+        try:
+            self.revoked = await self.config.grant_check(self.claimed.execution.execution_id)
+        except Exception:
+            # The check could not be made (the store hiccuped): the grant is still within
+            # its expiry, so carry on; the next heartbeat checks again.
+            log.warning("grant check of %s failed", self.claimed.execution.execution_id)
+            return False
+        return self.revoked is not None
+
+    def _revoked_error(self) -> dict[str, Any]:
+        return {
+            "code": "grant_revoked",
+            "message": f"the execution's grant is revoked: {self.revoked}",
+        }
+
     async def _record(self, outcome: Any) -> None:
         if isinstance(outcome, Suspended):
             action = host_action(
-                self.claimed,
+                self.claimed.execution,
                 f"suspend/{outcome.step_no}",
                 "turn.state",
                 {"state": "requires_action"},
                 self._ts(),
             )
 
+            committed = await self.journal.workspace_actions()
+
             def park(tx: FencedTransaction) -> None:
-                tx.append(self.claimed.execution.session_id, [action])
+                tx.append(self.claimed.execution.session_id, [*committed, action])
                 tx.park_for_input()
 
             await self._write(park)
         elif isinstance(outcome, Completed):
             await self._end("end_turn", None)
         elif isinstance(outcome, Stopped):
-            reason = "deadline_exceeded" if self.deadline_passed else outcome.stop_reason
+            reason: str = "deadline_exceeded" if self.deadline_passed else outcome.stop_reason
             error = outcome.error.model_dump(mode="json") if outcome.error else None
+            if self.revoked is not None:
+                reason, error = "revoked", self._revoked_error()
             await self._end(reason, error)
 
     async def _end(self, stop_reason: str, error: dict[str, Any] | None) -> None:
         action = host_action(
-            self.claimed,
+            self.claimed.execution,
             "turn.ended",
             "turn.ended",
             {"stop_reason": stop_reason, "error": error},
             self._ts(),
         )
         status = _EXECUTION_STATUS[stop_reason]
+        try:
+            committed = await self.journal.workspace_actions()
+        except Exception:
+            # The turn ends either way; its files stay as last committed.
+            log.exception("attempt %s: the final workspace commit failed", self.claimed.attempt_id)
+            committed = []
 
         def end(tx: FencedTransaction) -> None:
-            tx.append(self.claimed.execution.session_id, [action])
+            tx.append(self.claimed.execution.session_id, [*committed, action])
             tx.finish(status, error=error, now=self.config.clock())
 
-        await self._write(end)
+        seqs = await self._write(end)
+        if self.config.tracing is not None and self.config.tracing.tracer_provider is not None:
+            emit_turn_span(
+                self.config.tracing,
+                self.claimed.execution,
+                attempts=self.claimed.attempt,
+                stop_reason=stop_reason,
+                error=error,
+                ended_at=self.config.clock(),
+                seqs=seqs,
+            )
+
+
+async def _last_manifest(store: Store, session_id: str) -> str | None:
+    """The workspace manifest the session committed last: the newest turn that has one
+    (this execution's when it is resuming, else the previous turn's)."""
+    snapshot = await store.get_snapshot(session_id)
+    state = state_from_json(snapshot.state_json) if snapshot else initial_state()
+    while page := await store.read(session_id, after=state["seq"]):
+        for raw in page:
+            state = reduce(state, action_from_dict(raw))
+    for turn in reversed(state["turns"]):
+        if turn["workspace"]["manifest"] is not None:
+            return turn["workspace"]["manifest"]
+    return None

@@ -1,25 +1,66 @@
 """The runtime's Journal port on the Store: every write of an attempt is fenced.
 
-A step's actions, its checkpoint record, its ledger ops and the Host-owned records the
-step implies (an opened input request, a published artifact's metadata) commit in one
-fenced unit, so what clients see and what a new attempt resumes from never diverge.
+A step's actions, its checkpoint record, its ledger ops, the Host-owned records the
+step implies (an opened input request, a published artifact's metadata) and, after a tool
+call, the workspace manifest (`workspace.committed`) commit in one fenced unit, so what
+clients see, what a new attempt resumes from and the files it finds never diverge.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
+from typing import Any
 
-from opennua.host.projector import project
-from opennua.protocol.actions import ArtifactPublished, InputRequestOpened
-from opennua.runtime._journal import CheckpointRecord, LedgerOp, StoredCheckpoint
-from opennua.runtime.errors import Fenced as RuntimeFenced
-from opennua.runtime.events import RuntimeEvent
-from opennua.store import Artifact, Claimed, Fenced, FencedTransaction, InputRequest, Store
+from opennua.protocol.actions import (
+    PROTOCOL_VERSION,
+    ArtifactPublished,
+    InputRequestOpened,
+    ToolCallUpdated,
+)
+from opennua.protocol.ids import action_id
+from opennua.runtime import (
+    BlobsUnavailable,
+    CheckpointRecord,
+    LedgerOp,
+    OwnershipLost,
+    RuntimeEvent,
+    StoredCheckpoint,
+)
+from opennua.store import (
+    ArtifactRecord,
+    Claimed,
+    Execution,
+    Fenced,
+    FencedTransaction,
+    InputRequestRecord,
+    Store,
+    Unavailable,
+)
+from opennua.supervisor._projector import project
+from opennua.supervisor._workspace import Manifest, Workspace
 
 
 def rfc3339(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="milliseconds")[:-6] + "Z"
+
+
+def host_action(
+    execution: Execution, key: str, type_: str, data: dict[str, Any], ts: str
+) -> dict[str, Any]:
+    """An action the supervisor emits about the execution itself (id derived, so it dedupes)."""
+    return {
+        "v": PROTOCOL_VERSION,
+        "session_id": execution.session_id,
+        "id": action_id(execution.execution_id, key),
+        "type": type_,
+        "ts": ts,
+        "turn_id": execution.turn_id,
+        "run_id": None,
+        "client_id": None,
+        "intent_id": None,
+        "data": data,
+    }
 
 
 class StoreJournal:
@@ -32,10 +73,19 @@ class StoreJournal:
         clock: Callable[[], float],
         on_fenced: Callable[[], None] = lambda: None,
         on_append: Callable[[int], None] = lambda count: None,
+        workspace: Workspace | None = None,
+        track_seqs: bool = False,
     ) -> None:
         self._store = store
+        #: The seqs this attempt's actions got, by run (for spans); kept only when traced.
+        self.run_seqs: dict[str | None, list[int]] | None = {} if track_seqs else None
         self._execution = claimed.execution
+        self._attempt = claimed.attempt
         self._epoch = claimed.epoch
+        self._workspace = workspace
+        self._manifest: str | None = None  # the last one committed (or restored)
+        self._pending: str | None = None  # committed by the unit being written
+        self._workspace_commits = 0
         self._owner = owner
         self._clock = clock
         self._on_fenced = on_fenced
@@ -54,8 +104,9 @@ class StoreJournal:
             ts=rfc3339(self._clock()),
         )
 
-    async def write(self, fill: Callable[[FencedTransaction], None]) -> None:
-        """One fenced unit; a lost fence becomes the runtime's `Fenced` (stop at once)."""
+    async def write(self, fill: Callable[[FencedTransaction], object]) -> list[int]:
+        """One fenced unit; a lost fence becomes the runtime's `Fenced` (stop at once).
+        Returns the seqs of the actions it appended to the session."""
         try:
             async with self._store.fenced(
                 self._execution.execution_id, self._epoch, owner=self._owner
@@ -63,12 +114,57 @@ class StoreJournal:
                 fill(tx)
         except Fenced as exc:
             self._on_fenced()
-            raise RuntimeFenced(str(exc)) from exc
+            raise OwnershipLost(str(exc)) from exc
+        finally:
+            pending, self._pending = self._pending, None
+        if pending is not None:
+            self._manifest = pending
+            self._workspace_commits += 1
         self._on_append(sum(len(seqs) for seqs in tx.seqs.values()))
+        return tx.seqs.get(self.session_id, [])
+
+    def seqs_of(self, name: str | None) -> list[int]:
+        """The seqs of a run's actions (`name` a run id), or of the events whose key starts
+        with `name` (a model call `run/sN/mK`, a tool call `run/call_…`)."""
+        return (self.run_seqs or {}).get(name, [])
+
+    def _track(self, events: Sequence[RuntimeEvent], seqs: list[int]) -> None:
+        groups = self.run_seqs
+        if groups is None:
+            return
+        for event, seq in zip(events, seqs, strict=False):
+            groups.setdefault(event.run_id, []).append(seq)
+            parts = event.key.split("/", 3)
+            for n in (2, 3):
+                if len(parts) > n:
+                    groups.setdefault("/".join(parts[:n]), []).append(seq)
+
+    def restored(self, manifest: Manifest) -> None:
+        """The workspace this attempt starts from: commits that change nothing say nothing."""
+        self._manifest = manifest.sha256
+
+    async def workspace_actions(self) -> list[dict[str, Any]]:
+        """Commit the workspace; the `workspace.committed` action to write in the next unit
+        if the files changed since the last commit (none otherwise)."""
+        if self._workspace is None:
+            return []
+        manifest = await self._workspace.commit()
+        if manifest.sha256 == self._manifest:
+            return []
+        self._pending = manifest.sha256
+        execution = self._execution
+        data = {
+            "execution_id": execution.execution_id,
+            "manifest": manifest.sha256,
+            "files": manifest.files,
+            "bytes": manifest.bytes,
+        }
+        key = f"attempt/{self._attempt}/workspace/{self._workspace_commits}"
+        return [host_action(execution, key, "workspace.committed", data, rfc3339(self._clock()))]
 
     async def emit(self, events: Sequence[RuntimeEvent]) -> None:
         actions = self.actions(events)
-        await self.write(lambda tx: tx.append(self.session_id, actions))
+        self._track(events, await self.write(lambda tx: tx.append(self.session_id, actions)))
 
     async def commit(
         self,
@@ -77,6 +173,8 @@ class StoreJournal:
         ledger: Sequence[LedgerOp] = (),
     ) -> None:
         actions = self.actions(events)
+        if any(_ends_a_tool_call(event) for event in events):
+            actions += await self.workspace_actions()
         now = self._clock()
 
         def fill(tx: FencedTransaction) -> None:
@@ -98,14 +196,14 @@ class StoreJournal:
                 else:
                     tx.ledger_mark_unknown(op.tool_call_id, now=now)
 
-        await self.write(fill)
+        self._track(events, await self.write(fill))
 
     def _host_records(self, tx: FencedTransaction, event: RuntimeEvent, now: float) -> None:
         execution = self._execution
         data = event.data
         if isinstance(data, InputRequestOpened):
             tx.open_input_request(
-                InputRequest(
+                InputRequestRecord(
                     request_id=data.request_id,
                     session_id=execution.session_id,
                     execution_id=execution.execution_id,
@@ -116,9 +214,11 @@ class StoreJournal:
                     tool_call_id=data.tool_call_id,
                 )
             )
-        elif isinstance(data, ArtifactPublished):
+        elif isinstance(data, ArtifactPublished) and data.state == "published":
+            # The artifacts table holds the downloadable ones: a row means durable bytes.
+            # A failed upload lives in the log until a retry (Host.retry_artifact) adds it.
             tx.put_artifact(
-                Artifact(
+                ArtifactRecord(
                     artifact_id=data.artifact_id,
                     session_id=execution.session_id,
                     name=data.name,
@@ -144,6 +244,14 @@ class StoreJournal:
         )
 
 
+_RAN = frozenset({"completed", "failed", "cancelled", "unknown"})
+
+
+def _ends_a_tool_call(event: RuntimeEvent) -> bool:
+    # A tool may have written files; a model step or a plan update cannot have.
+    return isinstance(event.data, ToolCallUpdated) and event.data.status in _RAN
+
+
 class BlobArtifacts:
     """The runtime's artifact port on the blob store (content-addressed: re-runs are safe)."""
 
@@ -151,5 +259,8 @@ class BlobArtifacts:
         self._store = store
 
     async def put(self, data: bytes, *, name: str, media_type: str) -> str:
-        ref = await self._store.blobs.put(data)
+        try:
+            ref = await self._store.blobs.put(data)
+        except Unavailable as exc:
+            raise BlobsUnavailable(f"the blob store does not answer: {exc.detail}") from exc
         return ref.sha256

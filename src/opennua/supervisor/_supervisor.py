@@ -1,6 +1,6 @@
-"""The claim loop: who executes what (DESIGN.md §1, §4).
+"""The claim loop: who executes what (docs/architecture.md §1, §4).
 
-Claims queued executions (or ones whose lease expired) and runs each as an `Attempt`.
+Claims queued executions (or ones whose lease expired) and runs each as an `AttemptRunner`.
 A sweeper ends executions whose absolute deadline passed while nobody ran them (waiting
 for input, or queued). `shutdown()` stops claiming, cancels running attempts and releases
 their leases so another supervisor resumes them at once; a `kill -9` is recovered by
@@ -17,10 +17,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from opennua.runtime import AgentDefinition
-from opennua.store import Store
-from opennua.supervisor._attempt import Attempt, AttemptConfig, host_action
-from opennua.supervisor._journal import rfc3339
+from opennua.runtime import AgentDefinition, SandboxMode, Tracing, sandbox_problem
+from opennua.store import Store, StoreError
+from opennua.supervisor._attempt import AttemptConfig, AttemptRunner, GatewayIssuer, GrantCheck
+from opennua.supervisor._journal import host_action, rfc3339
+from opennua.supervisor._retention import Collector
+from opennua.supervisor._snapshot import SandboxSecret
+from opennua.supervisor._tracing import emit_turn_span
 
 log = logging.getLogger("opennua.supervisor")
 
@@ -37,20 +40,53 @@ class Supervisor:
         poll_interval: float = 0.2,
         concurrency: int = 8,
         clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
         model: Any = None,
+        sandbox: SandboxMode = "bwrap",
+        tracing: Tracing | None = None,
         on_claim: Callable[[], None] = lambda: None,
         on_fenced: Callable[[], None] = lambda: None,
         on_append: Callable[[int], None] = lambda count: None,
+        grant_check: GrantCheck | None = None,
+        gateway: GatewayIssuer | None = None,
+        sandbox_secret: SandboxSecret | None = None,
+        retention: float | None = None,
+        collect_every: float = 3600.0,
     ) -> None:
+        """`sandbox`: how `shell` commands run, "bwrap" (refused where bubblewrap cannot
+        start) or "none" (unconfined: the operator's explicit choice). `grant_check`
+        re-checks (and renews) an execution's grant at claim and every heartbeat:
+        `opennua.auth.Authority.renew_grant`. `gateway` issues each attempt that has remote
+        MCP servers its route (and ticket) to the gateway. `retention`: seconds an ended
+        session's workspace is kept; then, every `collect_every` seconds, its blobs are
+        collected (`_retention.Collector`; None: never)."""
         self.store = store
         self.agent = agent
         self.config = AttemptConfig(
-            supervisor_id, ttl, data_dir, clock, model, on_fenced, on_append
+            supervisor_id=supervisor_id,
+            ttl=ttl,
+            data_dir=data_dir,
+            clock=clock,
+            monotonic=monotonic,
+            model=model,
+            on_fenced=on_fenced,
+            on_append=on_append,
+            sandbox=sandbox,
+            grant_check=grant_check,
+            tracing=tracing,
+            gateway=gateway,
+            sandbox_secret=sandbox_secret,
         )
+        self._collector = (
+            None
+            if retention is None
+            else Collector(store, retention=retention, clock=clock, data_dir=data_dir)
+        )
+        self._collect_every = collect_every
         self._on_claim = on_claim
         self._poll = poll_interval
         self._slots = asyncio.Semaphore(concurrency)
-        self._attempts: dict[asyncio.Task[None], Attempt] = {}
+        self._attempts: dict[asyncio.Task[None], AttemptRunner] = {}
         self._stopping = asyncio.Event()
         self._nudge = asyncio.Event()
         self.claims = 0
@@ -60,13 +96,25 @@ class Supervisor:
         self._nudge.set()
 
     async def run(self) -> None:
+        # Bubblewrap is tried once, now, not at the first command (its answer is cached).
+        problem = await asyncio.to_thread(sandbox_problem, self.config.sandbox)
+        if problem is not None:
+            log.warning("shell commands will be refused: %s", problem)
         sweeper = asyncio.create_task(self._sweep_forever())
+        collecting = asyncio.create_task(self._collect_forever())
         try:
             while not self._stopping.is_set():
                 await self._slots.acquire()
-                claimed = await self.store.claim(
-                    self.config.supervisor_id, self.config.clock(), self.config.ttl
-                )
+                try:
+                    claimed = await self.store.claim(
+                        self.config.supervisor_id, self.config.clock(), self.config.ttl
+                    )
+                except StoreError:
+                    # A claim that failed, or whose outcome is unknown (it may have
+                    # committed: lease expiry hands that execution to the next claim),
+                    # must not end the claim loop. Found by the simulation (issue 20).
+                    log.warning("claim failed; retrying", exc_info=True)
+                    claimed = None
                 if claimed is None:
                     self._slots.release()
                     self._nudge.clear()
@@ -75,14 +123,15 @@ class Supervisor:
                     continue
                 self.claims += 1
                 self._on_claim()
-                attempt = Attempt(self.store, self.agent, claimed, self.config)
+                attempt = AttemptRunner(self.store, self.agent, claimed, self.config)
                 task = asyncio.create_task(attempt.run())
                 self._attempts[task] = attempt
                 task.add_done_callback(self._done)
         finally:
-            sweeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await sweeper
+            for background in (sweeper, collecting):
+                background.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await background
 
     def _done(self, task: asyncio.Task[None]) -> None:
         self._attempts.pop(task, None)
@@ -96,6 +145,22 @@ class Supervisor:
                 log.exception("deadline sweep failed")
             await asyncio.sleep(max(self._poll * 5, 1.0))
 
+    async def _collect_forever(self) -> None:
+        if self._collector is None:
+            return
+        while True:
+            try:
+                result = await self._collector.collect()
+                if result.deleted:
+                    log.info(
+                        "retention: %d blobs of %d ended sessions collected",
+                        len(result.deleted),
+                        len(result.ended_sessions),
+                    )
+            except Exception:
+                log.exception("workspace retention pass failed")
+            await asyncio.sleep(self._collect_every)
+
     async def sweep_deadlines(self) -> None:
         """End executions nobody runs whose deadline passed, and tell their session.
 
@@ -105,13 +170,12 @@ class Supervisor:
         now = self.config.clock()
         ts = rfc3339(now)
         for execution in await self.store.sweep_deadlines(now):
-            target = _Unclaimed(execution)
             expired = await self.store.list_input_requests(
                 execution_id=execution.execution_id, status="expired"
             )
             actions = [
                 host_action(
-                    target,
+                    execution,
                     f"request/{request.request_id}/expired",
                     "input_request.resolved",
                     {"request_id": request.request_id, "outcome": "expired"},
@@ -121,14 +185,25 @@ class Supervisor:
             ]
             actions.append(
                 host_action(
-                    target,
+                    execution,
                     "turn.ended",
                     "turn.ended",
                     {"stop_reason": "deadline_exceeded", "error": None},
                     ts,
                 )
             )
-            await self.store.append(execution.session_id, actions)
+            seqs = await self.store.append(execution.session_id, actions)
+            tracing = self.config.tracing
+            if tracing is not None and tracing.tracer_provider is not None:
+                emit_turn_span(
+                    tracing,
+                    execution,
+                    attempts=execution.attempt,
+                    stop_reason="deadline_exceeded",
+                    error=None,
+                    ended_at=now,
+                    seqs=seqs,
+                )
 
     async def shutdown(self, grace: float = 5.0) -> None:
         """Stop claiming; cancel running attempts and release their leases. Idempotent."""
@@ -144,10 +219,3 @@ class Supervisor:
                 await self.store.release(
                     attempt.claimed.execution.execution_id, attempt.claimed.epoch
                 )
-
-
-class _Unclaimed:
-    """Lets `host_action` address an execution that no attempt holds (the sweeper's)."""
-
-    def __init__(self, execution: Any) -> None:
-        self.execution = execution

@@ -8,7 +8,7 @@
 
 const CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
 
-/** A ULID with a type prefix (DESIGN.md §2): 48 bits of ms time, 80 random bits. */
+/** A ULID with a type prefix (docs/architecture.md §2): 48 bits of ms time, 80 random bits. */
 export function newId(prefix, now = Date.now(), random = cryptoBytes) {
   let time = "";
   let ms = now;
@@ -131,8 +131,19 @@ export class Api {
     return this.json("GET", `/v1/sessions/${encodeURIComponent(sessionId)}`);
   }
 
-  createSession({ title, clientId, intentId }) {
-    return this.intent("/v1/sessions", { title, client_id: clientId, intent_id: intentId });
+  createSession({ title, clientId, intentId, deployment = null }) {
+    const body = { title, client_id: clientId, intent_id: intentId };
+    if (deployment) body.deployment = deployment;
+    return this.intent("/v1/sessions", body);
+  }
+
+  /** `{items: [{name, digest, spec, created_at}]}`: what a new session can run. */
+  listDeployments() {
+    return this.json("GET", "/v1/deployments");
+  }
+
+  listSchedules(runs = 5) {
+    return this.json("GET", `/v1/schedules?runs=${runs}`);
   }
 
   sendMessage(sessionId, { text, ifBusy, clientId, intentId }) {
@@ -169,8 +180,25 @@ export class Api {
     return `${this.base}${sessionPath(sessionId)}/events?after=${after}`;
   }
 
+  /** A single-use, short-lived link to the artifact for this browser's principal. */
+  async downloadLink(artifactId) {
+    const path = `/v1/artifacts/${encodeURIComponent(artifactId)}/links`;
+    const body = await this.json("POST", path);
+    return `${this.base}${body.url}`;
+  }
+
+  /** Upload again an artifact whose upload failed; its state arrives in the stream. */
+  retryArtifact(sessionId, artifactId) {
+    const path = `${sessionPath(sessionId)}/artifacts/${encodeURIComponent(artifactId)}/retry`;
+    return this.json("POST", path);
+  }
+
   artifactUrl(artifactId) {
     return `${this.base}/v1/artifacts/${encodeURIComponent(artifactId)}/content`;
+  }
+
+  fileDiffUrl(sessionId, changeId) {
+    return `${this.base}${sessionPath(sessionId)}/file-changes/${encodeURIComponent(changeId)}/diff`;
   }
 
   toolOutputUrl(sessionId, toolCallId) {

@@ -9,6 +9,7 @@ import { SessionController } from "./controller.js";
 import { STATUS } from "./live.js";
 import { h, fill } from "./views/dom.js";
 import { ListView } from "./views/list.js";
+import { SchedulesView } from "./views/schedules.js";
 import { SessionView } from "./views/session.js";
 
 const api = new Api();
@@ -16,6 +17,7 @@ const clientId = stableClientId();
 const main = document.getElementById("main");
 const connection = document.getElementById("connection");
 const announcer = document.getElementById("announcer");
+const whoami = document.getElementById("whoami");
 
 let current = null; // {stop()} of the page on screen
 
@@ -41,12 +43,36 @@ function announce(text) {
   }, 50);
 }
 
+/** Who is signed in: the principal the login cookie stands for, and a way out. */
+async function showWhoami() {
+  try {
+    const me = await api.json("GET", "/v1/whoami");
+    const roles = me.workspaces.map((w) => `${w.role} in ${w.name}`).join(", ");
+    fill(
+      whoami,
+      h(
+        "span",
+        { class: "who", title: `${me.principal_id} · token ${me.token_id}` },
+        `Signed in as ${me.name}`,
+      ),
+      roles ? h("span", { class: "roles" }, ` (${roles})`) : null,
+      " ",
+      h("a", { href: "/logout", class: "logout" }, "Log out"),
+    );
+    whoami.dataset.principalId = me.principal_id;
+    whoami.hidden = false;
+  } catch {
+    whoami.hidden = true; // logged out: the login screen says what to do
+  }
+}
+
 function route() {
   current?.stop();
   current = null;
   showConnection(STATUS.CLOSED);
   const match = /^#\/s\/([^/]+)$/.exec(location.hash);
   if (match) openSession(decodeURIComponent(match[1]));
+  else if (location.hash === "#/schedules") openSchedules();
   else openList();
 }
 
@@ -60,6 +86,14 @@ function openList() {
     },
     onFatal: showFatal,
   });
+  fill(main, view.root);
+  current = { stop: () => view.stop() };
+  view.start();
+}
+
+function openSchedules() {
+  document.title = "Schedules · opennua";
+  const view = new SchedulesView({ api, onFatal: showFatal });
   fill(main, view.root);
   current = { stop: () => view.stop() };
   view.start();
@@ -84,7 +118,10 @@ function openSession(sessionId) {
     controller,
     {
       artifact: (id) => api.artifactUrl(id),
+      link: (id) => api.downloadLink(id),
+      retryArtifact: (id) => api.retryArtifact(sessionId, id),
       toolOutput: (callId) => api.toolOutputUrl(sessionId, callId),
+      fileDiff: (changeId) => api.fileDiffUrl(sessionId, changeId),
     },
     announce,
   );
@@ -124,18 +161,18 @@ function showFatal(error) {
       h(
         "p",
         null,
-        "Open the login link that ",
+        "Paste your own API token (",
+        h("code", null, "nua user add"),
+        " or ",
+        h("code", null, "nua token create"),
+        " printed it), or open the login link that ",
         h("code", null, "nua serve"),
-        " printed (",
-        h("code", null, "…/login?token=…"),
-        "), or paste the owner token from the data directory's ",
-        h("code", null, "token"),
-        " file.",
+        " printed for its owner.",
       ),
       h(
         "form",
-        { action: "/login", method: "get" },
-        h("label", { for: "login-token" }, "Owner token"),
+        { action: "/login", method: "post" },
+        h("label", { for: "login-token" }, "Your token"),
         h("input", {
           id: "login-token",
           name: "token",
@@ -157,3 +194,4 @@ document.documentElement.dataset.clientId = clientId;
 
 window.addEventListener("hashchange", route);
 route();
+showWhoami();

@@ -1,4 +1,4 @@
-// The optimistic overlay (DESIGN.md §3): what this client asked for and has not seen
+// The optimistic overlay (docs/architecture.md §3): what this client asked for and has not seen
 // confirmed yet. It lives beside the confirmed state and never inside it — the confirmed
 // state is only ever the reducer's fold of the server's log, so `stateToJson` of it equals
 // what every other client holds. An entry is dropped when the authoritative action (the one

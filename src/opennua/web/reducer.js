@@ -1,12 +1,16 @@
-// The session reducer for the web client: a line-for-line port of
-// src/opennua/protocol/reducer.py (with the state shape of state.py and the payload
-// defaults of actions.py). `previous state + ordered action = next state` (DESIGN.md §3).
+// The session reducer for the web client: the rules of src/opennua/protocol/reducer.py,
+// handler for handler, over the state shape of state.py. `previous state + ordered action =
+// next state`. Canonical JSON lives in canonical.js, the payload defaults of actions.py in
+// payloads.js (checked against docs/schema/ by tests/js/payloads.test.mjs).
 //
 // Both reducers run tests/conformance/vectors/*.json and must produce byte-identical
-// canonical JSON; change them together. Plain ES module, no build step, no dependencies.
+// canonical JSON; change them together. Plain ES modules, no build step, no dependencies.
 //
 // Like the Python reducer, `reduce` takes ownership of the state it is given and advances
 // it in place; keep a `copyState` if you need the previous one.
+
+import { canonicalJson, clone, own, put } from "./canonical.js";
+import { InvalidAction, PAYLOADS, normaliseAction } from "./payloads.js";
 
 /** An action arrived past a hole in the log; the client must resync from `expected`. */
 export class SequenceGap extends Error {
@@ -15,15 +19,6 @@ export class SequenceGap extends Error {
     this.name = "SequenceGap";
     this.expected = expected;
     this.got = got;
-  }
-}
-
-/** An action that cannot be applied at all (no seq, a missing field): state unchanged. */
-export class InvalidAction extends Error {
-  constructor(field, message) {
-    super(`${field}: ${message}`);
-    this.name = "InvalidAction";
-    this.field = field;
   }
 }
 
@@ -59,6 +54,9 @@ export function initialState() {
     principal_id: null,
     plugin: null,
     deployment_digest: null,
+    deployment: null,
+    model: null,
+    snapshot_digest: null,
     metadata: {},
     created_at: null,
     last_activity_at: null,
@@ -106,49 +104,11 @@ export function replay(actions, state = initialState()) {
   return current;
 }
 
-// -- canonical JSON ------------------------------------------------------------------------
+// -- state as JSON ------------------------------------------------------------------------
 
-/**
- * Canonical JSON, byte-identical to Python's `state_to_json`
- * (`json.dumps(sort_keys=True, separators=(",", ":"), ensure_ascii=False)`).
- */
+/** Canonical JSON of a state, byte-identical to Python's `state_to_json`. */
 export function stateToJson(state) {
   return canonicalJson(state);
-}
-
-/** Key-sorted, whitespace-free JSON of any JSON value (also used by the tests). */
-export function canonicalJson(value) {
-  if (value === null || typeof value === "string" || typeof value === "boolean") {
-    return JSON.stringify(value);
-  }
-  if (typeof value === "number") {
-    // Python would write NaN/Infinity, which is not JSON; refuse rather than diverge.
-    if (!Number.isFinite(value)) throw new TypeError(`not a JSON number: ${value}`);
-    return JSON.stringify(value);
-  }
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`;
-  if (typeof value === "object") {
-    const keys = Object.keys(value).sort(compareCodePoints);
-    const members = keys.map((key) => `${JSON.stringify(key)}:${canonicalJson(value[key])}`);
-    return `{${members.join(",")}}`;
-  }
-  throw new TypeError(`not a JSON value: ${typeof value}`);
-}
-
-/**
- * Python orders str by code point; JS `<` compares UTF-16 code units, which puts astral
- * characters (surrogate pairs, D800–DBFF) before U+E000–U+FFFF. Compare code points instead.
- */
-export function compareCodePoints(a, b) {
-  if (a === b) return 0;
-  const n = Math.min(a.length, b.length);
-  let i = 0;
-  while (i < n && a.charCodeAt(i) === b.charCodeAt(i)) i++;
-  if (i === n) return a.length - b.length;
-  // Step back onto a shared lead surrogate, so codePointAt reads whole characters.
-  const previous = i > 0 ? a.charCodeAt(i - 1) : 0;
-  if (previous >= 0xd800 && previous <= 0xdbff) i--;
-  return a.codePointAt(i) - b.codePointAt(i);
 }
 
 /** A state from its canonical JSON (e.g. a snapshot). Checks the outline, not every field. */
@@ -166,209 +126,6 @@ export function stateFromJson(text) {
 /** An independent copy, for callers that must keep a state the reducer will advance. */
 export function copyState(state) {
   return clone(state);
-}
-
-// -- plain-object maps ---------------------------------------------------------------------
-// Entity maps are keyed by ids that come off the wire; `own`/`put` keep a key such as
-// "__proto__" or "constructor" an ordinary entry instead of reaching Object.prototype.
-
-function own(map, key) {
-  return Object.prototype.hasOwnProperty.call(map, key) ? map[key] : undefined;
-}
-
-function put(map, key, value) {
-  Object.defineProperty(map, key, { value, writable: true, enumerable: true, configurable: true });
-}
-
-function clone(value) {
-  if (value === null || typeof value !== "object") return value;
-  if (Array.isArray(value)) return value.map(clone);
-  const copy = {};
-  for (const key of Object.keys(value)) put(copy, key, clone(value[key]));
-  return copy;
-}
-
-// -- payload defaults, mirroring the pydantic models of actions.py --------------------------
-// A missing optional field takes its default, unknown fields are dropped (extra="ignore"),
-// nested models keep exactly their declared fields. A missing required field throws
-// InvalidAction, as the Python side would fail to load the action at all.
-
-const REQUIRED = Symbol("required");
-
-function field(obj, name, path, fallback) {
-  const value = obj?.[name];
-  if (value !== undefined && Object.prototype.hasOwnProperty.call(obj, name)) return value;
-  if (fallback === REQUIRED) throw new InvalidAction(`${path}.${name}`, "field required");
-  return fallback;
-}
-
-function model(shape) {
-  // shape: {field: default | REQUIRED | (raw, path) => normalised}
-  return (raw, path) => {
-    const out = {};
-    for (const [name, spec] of Object.entries(shape)) {
-      if (typeof spec === "function") {
-        out[name] = spec(field(raw, name, path, null), `${path}.${name}`);
-      } else {
-        out[name] = field(raw, name, path, spec);
-      }
-    }
-    return out;
-  };
-}
-
-const nullable = (inner) => (raw, path) => (raw === null ? null : inner(raw, path));
-const required = (inner) => (raw, path) => {
-  if (raw === null) throw new InvalidAction(path, "field required");
-  return inner(raw, path);
-};
-const listOf = (inner) => (raw, path) => {
-  if (!Array.isArray(raw)) throw new InvalidAction(path, "a list is required");
-  return raw.map((item, index) => inner(item, `${path}[${index}]`));
-};
-const jsonValue = (raw) => clone(raw);
-const jsonObject = (fallback) => (raw) => (raw === null ? fallback() : clone(raw));
-
-const textPart = model({ type: "text", text: REQUIRED });
-const resourceLinkPart = model({
-  type: "resource_link",
-  uri: REQUIRED,
-  name: REQUIRED,
-  media_type: null,
-});
-function contentPart(raw, path) {
-  if (raw?.type === "text") return textPart(raw, path);
-  if (raw?.type === "resource_link") return resourceLinkPart(raw, path);
-  // A part of a type this version does not know is kept as it came (actions.OtherPart).
-  if (typeof raw?.type !== "string") throw new InvalidAction(`${path}.type`, "field required");
-  return clone(raw);
-}
-const content = required(listOf(contentPart));
-const pluginRef = model({ name: REQUIRED, version: REQUIRED, digest: REQUIRED });
-const trigger = model({ kind: REQUIRED, principal_id: REQUIRED, client_id: null, source: null });
-const errorInfo = model({ code: REQUIRED, message: REQUIRED });
-const permissionOption = model({ option_id: REQUIRED, name: REQUIRED, kind: REQUIRED });
-const answeredBy = model({ client_id: null, principal_id: null });
-const planEntry = model({ id: REQUIRED, content: REQUIRED, status: REQUIRED, priority: "medium" });
-
-const PAYLOADS = {
-  "session.created": model({
-    title: "",
-    workspace_id: null,
-    principal_id: null,
-    plugin: nullable(pluginRef),
-    deployment_digest: null,
-    metadata: jsonObject(() => ({})),
-  }),
-  "session.updated": model({ title: null, metadata: jsonObject(() => null) }),
-  "turn.started": model({
-    execution_id: REQUIRED,
-    trigger: required(trigger),
-    input: content,
-    message_id: REQUIRED,
-    retry_of: null,
-    trace_id: REQUIRED,
-  }),
-  "turn.state": model({ state: REQUIRED, attempt: null }),
-  "turn.ended": model({ stop_reason: REQUIRED, error: nullable(errorInfo) }),
-  "execution.attempt_started": model({
-    execution_id: REQUIRED,
-    attempt: REQUIRED,
-    attempt_id: REQUIRED,
-    supervisor_id: REQUIRED,
-    resumed_from_checkpoint: REQUIRED,
-  }),
-  "message.added": model({ message_id: REQUIRED, role: REQUIRED, content }),
-  "message.started": model({ message_id: REQUIRED, role: REQUIRED }),
-  "message.delta": model({ message_id: REQUIRED, delta: REQUIRED }),
-  "message.completed": model({ message_id: REQUIRED, text: REQUIRED, status: REQUIRED }),
-  "reasoning.delta": model({ message_id: REQUIRED, delta: REQUIRED }),
-  "reasoning.completed": model({ message_id: REQUIRED, text: REQUIRED }),
-  "tool_call.started": model({
-    tool_call_id: REQUIRED,
-    name: REQUIRED,
-    title: REQUIRED,
-    kind: REQUIRED,
-    input: jsonValue,
-  }),
-  "tool_call.updated": model({
-    tool_call_id: REQUIRED,
-    status: REQUIRED,
-    output: null,
-    output_ref: null,
-    error: nullable(errorInfo),
-  }),
-  "input_request.opened": model({
-    request_id: REQUIRED,
-    reason: REQUIRED,
-    tool_call_id: null,
-    prompt: REQUIRED,
-    options: nullable(listOf(permissionOption)),
-    response_schema: jsonObject(() => null),
-    expires_at: null,
-  }),
-  "input_request.resolved": model({
-    request_id: REQUIRED,
-    outcome: REQUIRED,
-    option_id: null,
-    payload: jsonValue,
-    answered_by: nullable(answeredBy),
-  }),
-  "plan.updated": model({ entries: required(listOf(planEntry)) }),
-  "worker.started": model({
-    worker_run_id: REQUIRED,
-    parent_run_id: REQUIRED,
-    parent_tool_call_id: REQUIRED,
-    name: REQUIRED,
-    task: REQUIRED,
-  }),
-  "worker.ended": model({ worker_run_id: REQUIRED, status: REQUIRED, summary: null }),
-  "artifact.published": model({
-    artifact_id: REQUIRED,
-    name: REQUIRED,
-    media_type: REQUIRED,
-    size: REQUIRED,
-    sha256: REQUIRED,
-    tool_call_id: null,
-  }),
-  "file.changed": model({ path: REQUIRED, change: REQUIRED, tool_call_id: null, diff_ref: null }),
-  "usage.recorded": model({
-    provider: REQUIRED,
-    model: REQUIRED,
-    input_tokens: 0,
-    output_tokens: 0,
-    cache_read_input_tokens: 0,
-    cache_creation_input_tokens: 0,
-    reasoning_output_tokens: 0,
-  }),
-  "delivery.updated": model({
-    delivery_id: REQUIRED,
-    channel: REQUIRED,
-    target: REQUIRED,
-    status: REQUIRED,
-    attempts: 0,
-    error: nullable(errorInfo),
-  }),
-};
-
-const envelope = model({
-  v: 1,
-  session_id: REQUIRED,
-  seq: REQUIRED,
-  id: REQUIRED,
-  type: REQUIRED,
-  ts: REQUIRED,
-  turn_id: null,
-  run_id: null,
-  client_id: null,
-  intent_id: null,
-});
-
-function normaliseAction(raw) {
-  const act = envelope(raw, "action");
-  if (act.v !== 1) throw new InvalidAction("action.v", `unsupported protocol version ${act.v}`);
-  act.data = PAYLOADS[act.type](field(raw, "data", "action", REQUIRED), "data");
-  return act;
 }
 
 // -- lookups that throw Anomaly instead of returning undefined ------------------------------
@@ -431,6 +188,9 @@ function sessionCreated(state, action) {
   state.principal_id = d.principal_id;
   state.plugin = d.plugin;
   state.deployment_digest = d.deployment_digest;
+  state.deployment = d.deployment;
+  state.model = d.model;
+  state.snapshot_digest = d.snapshot_digest;
   state.metadata = d.metadata;
   state.created_at = action.ts;
 }
@@ -464,6 +224,7 @@ function turnStarted(state, action) {
     trigger: d.trigger,
     trace_id: d.trace_id,
     retry_of: d.retry_of,
+    model_retry: null,
     user_message_id: d.message_id,
     started_at: action.ts,
     ended_at: null,
@@ -475,6 +236,8 @@ function turnStarted(state, action) {
     input_requests: {},
     workers: {},
     file_changes: {},
+    workspace: { manifest: null, files: 0, bytes: 0 },
+    workspace_restores: {},
     plan: [],
     usage: emptyUsage(),
     usage_by_model: {},
@@ -486,6 +249,7 @@ function turnState(state, action) {
   const turn = turnOf(state, action);
   if (turn.state === "ended") throw new Anomaly(`turn ${turn.turn_id} has already ended`);
   turn.state = action.data.state;
+  turn.model_retry = action.data.model_retry;
   deriveStatus(state);
 }
 
@@ -493,6 +257,7 @@ function turnEnded(state, action) {
   const turn = turnOf(state, action);
   if (turn.state === "ended") throw new Anomaly(`turn ${turn.turn_id} has already ended`);
   turn.state = "ended";
+  turn.model_retry = null;
   turn.stop_reason = action.data.stop_reason;
   turn.error = action.data.error;
   turn.ended_at = action.ts;
@@ -521,7 +286,8 @@ function attemptStarted(state, action) {
   });
 }
 
-function messageAdded(state, action) {
+// A message of the action's turn, placed in its run's timeline; ids never repeat.
+function newMessage(state, action, text, status, content) {
   const turn = turnOf(state, action);
   const d = action.data;
   if (own(turn.messages, d.message_id)) throw new Anomaly(`message ${d.message_id} already exists`);
@@ -529,26 +295,19 @@ function messageAdded(state, action) {
     message_id: d.message_id,
     role: d.role,
     run_id: action.run_id,
-    text: textOf(d.content),
-    status: "complete",
-    content: d.content,
+    text,
+    status,
+    content,
   });
   place(turn, action.run_id, "message", d.message_id);
 }
 
+function messageAdded(state, action) {
+  newMessage(state, action, textOf(action.data.content), "complete", action.data.content);
+}
+
 function messageStarted(state, action) {
-  const turn = turnOf(state, action);
-  const d = action.data;
-  if (own(turn.messages, d.message_id)) throw new Anomaly(`message ${d.message_id} already exists`);
-  put(turn.messages, d.message_id, {
-    message_id: d.message_id,
-    role: d.role,
-    run_id: action.run_id,
-    text: "",
-    status: "streaming",
-    content: null,
-  });
-  place(turn, action.run_id, "message", d.message_id);
+  newMessage(state, action, "", "streaming", null);
 }
 
 function streamingMessage(turn, messageId) {
@@ -570,43 +329,27 @@ function messageCompleted(state, action) {
   message.status = action.data.status;
 }
 
-function reasoningDelta(state, action) {
+// A reasoning delta (complete = false) or its completion: either may come first.
+function reasoning(state, action, mid, text, complete) {
   const turn = turnOf(state, action);
-  const mid = action.data.message_id;
-  const reasoning = own(turn.reasoning, mid);
-  if (reasoning === undefined) {
-    put(turn.reasoning, mid, {
-      message_id: mid,
-      run_id: action.run_id,
-      text: action.data.delta,
-      status: "streaming",
-    });
+  const existing = own(turn.reasoning, mid);
+  const status = complete ? "complete" : "streaming";
+  if (existing === undefined) {
+    put(turn.reasoning, mid, { message_id: mid, run_id: action.run_id, text, status });
     place(turn, action.run_id, "reasoning", mid);
-  } else if (reasoning.status !== "streaming") {
-    throw new Anomaly(`reasoning of ${mid} is already complete`);
-  } else {
-    reasoning.text += action.data.delta;
+    return;
   }
+  if (existing.status !== "streaming") throw new Anomaly(`reasoning of ${mid} is already complete`);
+  existing.text = complete ? text : existing.text + text;
+  existing.status = status;
+}
+
+function reasoningDelta(state, action) {
+  reasoning(state, action, action.data.message_id, action.data.delta, false);
 }
 
 function reasoningCompleted(state, action) {
-  const turn = turnOf(state, action);
-  const mid = action.data.message_id;
-  const reasoning = own(turn.reasoning, mid);
-  if (reasoning === undefined) {
-    put(turn.reasoning, mid, {
-      message_id: mid,
-      run_id: action.run_id,
-      text: action.data.text,
-      status: "complete",
-    });
-    place(turn, action.run_id, "reasoning", mid);
-  } else if (reasoning.status !== "streaming") {
-    throw new Anomaly(`reasoning of ${mid} is already complete`);
-  } else {
-    reasoning.text = action.data.text;
-    reasoning.status = "complete";
-  }
+  reasoning(state, action, action.data.message_id, action.data.text, true);
 }
 
 function toolCallStarted(state, action) {
@@ -737,8 +480,18 @@ function artifactPublished(state, action) {
     size: d.size,
     sha256: d.sha256,
     tool_call_id: d.tool_call_id,
+    state: d.state,
+    error: d.error,
   });
   if (turn !== null) place(turn, action.run_id, "artifact", d.artifact_id);
+}
+
+function artifactUpdated(state, action) {
+  const d = action.data;
+  const artifact = own(state.artifacts, d.artifact_id);
+  if (artifact === undefined) throw new Anomaly(`unknown artifact ${d.artifact_id}`);
+  artifact.state = d.state;
+  artifact.error = d.error;
 }
 
 function fileChanged(state, action) {
@@ -752,8 +505,33 @@ function fileChanged(state, action) {
     change: d.change,
     tool_call_id: d.tool_call_id,
     diff_ref: d.diff_ref,
+    diff: d.diff,
+    size: d.size,
+    sha256: d.sha256,
+    binary: d.binary,
   });
   place(turn, action.run_id, "file_change", action.id);
+}
+
+function workspaceCommitted(state, action) {
+  const d = action.data;
+  turnOf(state, action).workspace = { manifest: d.manifest, files: d.files, bytes: d.bytes };
+}
+
+function workspaceRestored(state, action) {
+  const turn = turnOf(state, action);
+  const d = action.data;
+  turn.workspace = { manifest: d.manifest, files: d.files, bytes: d.bytes };
+  put(turn.workspace_restores, action.id, {
+    id: action.id,
+    attempt: d.attempt,
+    manifest: d.manifest,
+    files: d.files,
+    lost_paths: [...d.lost_paths],
+    lost_more: d.lost_more,
+    lost_tool_call_ids: [...d.lost_tool_call_ids],
+  });
+  place(turn, action.run_id, "workspace_restore", action.id);
 }
 
 function usageRecorded(state, action) {
@@ -779,6 +557,17 @@ function usageRecorded(state, action) {
 
 function deliveryUpdated(state, action) {
   const d = action.data;
+  const before = own(state.deliveries, d.delivery_id);
+  const history = before !== undefined ? before.history : [];
+  history.push({
+    seq: action.seq,
+    ts: action.ts,
+    status: d.status,
+    attempts: d.attempts,
+    error: d.error,
+  });
+  // An update without the event id (a later report) keeps the one already known.
+  const eventId = d.event_id !== null || before === undefined ? d.event_id : before.event_id;
   put(state.deliveries, d.delivery_id, {
     delivery_id: d.delivery_id,
     channel: d.channel,
@@ -786,6 +575,10 @@ function deliveryUpdated(state, action) {
     status: d.status,
     attempts: d.attempts,
     error: d.error,
+    kind: d.kind,
+    event_id: eventId,
+    next_attempt_at: d.next_attempt_at,
+    history,
   });
 }
 
@@ -810,7 +603,10 @@ const HANDLERS = {
   "worker.started": workerStarted,
   "worker.ended": workerEnded,
   "artifact.published": artifactPublished,
+  "artifact.updated": artifactUpdated,
   "file.changed": fileChanged,
+  "workspace.committed": workspaceCommitted,
+  "workspace.restored": workspaceRestored,
   "usage.recorded": usageRecorded,
   "delivery.updated": deliveryUpdated,
 };

@@ -1,16 +1,14 @@
-// The session list: title, status, last activity and a badge for sessions waiting on input,
-// plus "New session".
+// The session list: title, status, last activity, the agent (name@version) and a badge for
+// sessions waiting on input, plus "New session" on a chosen deployment.
 //
-// The list route gives ids, titles and each session's last seq, not its status. Status and
-// last activity come from each session's snapshot, fetched only when its seq moved since we
-// last looked, and refreshed every few seconds while the list is on screen.
+// Everything a row shows comes from the list route itself (one request per refresh,
+// whatever the number of sessions): no per-session snapshot is fetched.
 
 import { newId } from "../api.js";
 import { fill, h, reconcile } from "./dom.js";
 import { SESSION_STATUS, ago, problemText } from "./format.js";
 
 const REFRESH_MS = 4000;
-const PARALLEL = 4;
 
 export class ListView {
   constructor({ api, clientId, navigate, onFatal }) {
@@ -18,8 +16,6 @@ export class ListView {
     this.clientId = clientId;
     this.navigate = navigate;
     this.onFatal = onFatal;
-    /** session_id → {seq, summary} from the snapshot at that seq. */
-    this.summaries = new Map();
     this.items = [];
     this.timer = null;
     this.closed = false;
@@ -33,6 +29,11 @@ export class ListView {
       maxlength: 200,
       placeholder: "Untitled",
     });
+    this.deployment = h(
+      "select",
+      { id: "new-deployment", name: "deployment" },
+      h("option", { value: "default" }, "default"),
+    );
     this.createButton = h("button", { type: "submit", class: "primary" }, "New session");
     this.list = h("ul", { class: "sessions", "aria-labelledby": "sessions-h" });
     this.status = h("p", { class: "empty", role: "status" }, "Loading…");
@@ -49,6 +50,8 @@ export class ListView {
           { class: "new-session", onsubmit: (event) => this.create(event, title) },
           h("label", { for: "new-title" }, "Title"),
           title,
+          h("label", { for: "new-deployment" }, "Deployment"),
+          this.deployment,
           this.createButton,
         ),
       ),
@@ -66,6 +69,7 @@ export class ListView {
         title: titleInput.value.trim(),
         clientId: this.clientId,
         intentId: newId("int_"),
+        deployment: this.deployment.value || null,
       });
       this.navigate(session_id);
     } catch (error) {
@@ -77,8 +81,23 @@ export class ListView {
   }
 
   async start() {
-    await this.refresh();
+    await Promise.all([this.refresh(), this.loadDeployments()]);
     document.getElementById("new-title")?.focus();
+  }
+
+  async loadDeployments() {
+    try {
+      const { items } = await this.api.listDeployments();
+      const chosen = this.deployment.value;
+      fill(
+        this.deployment,
+        ...items.map((d) => h("option", { value: d.name, title: d.digest }, deploymentLabel(d))),
+      );
+      if (items.some((d) => d.name === chosen)) this.deployment.value = chosen;
+    } catch (error) {
+      if (error.status === 401) return this.onFatal(error);
+      // Keep "default": a session can still be created.
+    }
   }
 
   stop() {
@@ -92,11 +111,6 @@ export class ListView {
       const page = await this.api.listSessions();
       this.items = page.items;
       this.render();
-      const moved = page.items.filter(
-        (s) => this.summaries.get(s.session_id)?.seq !== s.last_seq,
-      );
-      await this.summarize(moved);
-      this.render();
     } catch (error) {
       if (error.status === 401) return this.onFatal(error);
       this.showError(`Could not load sessions: ${problemText(error)}`);
@@ -108,48 +122,29 @@ export class ListView {
     fill(this.error, h("p", { class: "notice" }, text));
   }
 
-  async summarize(sessions) {
-    const queue = [...sessions];
-    const worker = async () => {
-      while (queue.length && !this.closed) {
-        const session = queue.shift();
-        try {
-          const { seq, state } = await this.api.snapshot(session.session_id);
-          this.summaries.set(session.session_id, {
-            seq,
-            status: state.status,
-            lastActivity: state.last_activity_at,
-            waiting: state.open_input_requests.length,
-          });
-        } catch {
-          // Shown without status; the next refresh tries again.
-        }
-      }
-    };
-    await Promise.all(Array.from({ length: PARALLEL }, worker));
-  }
-
   render() {
     fill(this.error);
     this.status.textContent = this.items.length ? "" : "No sessions yet. Create one to start.";
     this.status.hidden = this.items.length > 0;
     reconcile(
       this.list,
-      this.items.map((item) => {
-        const summary = this.summaries.get(item.session_id);
-        return {
-          key: item.session_id,
-          sig: JSON.stringify([item.title, item.last_seq, summary, Math.floor(Date.now() / 30000)]),
-          create: () => row(item, summary),
-        };
-      }),
+      this.items.map((item) => ({
+        key: item.session_id,
+        sig: JSON.stringify([item, Math.floor(Date.now() / 30000)]),
+        create: () => row(item),
+      })),
     );
   }
 }
 
-function row(item, summary) {
-  const status = summary?.status;
-  const last = summary?.lastActivity ?? item.created_at;
+function deploymentLabel(d) {
+  const target = d.spec.version ? `@${d.spec.version}` : `:${d.spec.channel ?? "stable"}`;
+  return `${d.name} (${d.spec.plugin}${target})`;
+}
+
+function row(item) {
+  const status = item.status;
+  const last = item.last_activity_at ?? item.created_at;
   return h(
     "li",
     { dataset: { sessionId: item.session_id, status: status ?? "" } },
@@ -160,12 +155,15 @@ function row(item, summary) {
       status
         ? h("span", { class: `badge status-${status}` }, SESSION_STATUS[status] ?? status)
         : h("span", { class: "badge" }, "…"),
-      summary?.waiting
+      item.open_input_requests
         ? h(
             "span",
             { class: "badge needs-input", dataset: { needsInput: "true" } },
-            `Needs input (${summary.waiting})`,
+            `Needs input (${item.open_input_requests})`,
           )
+        : null,
+      item.plugin
+        ? h("span", { class: "agent", title: item.snapshot_digest ?? "" }, item.plugin)
         : null,
       h("time", { datetime: last, title: last }, `Last activity ${ago(last)}`),
     ),

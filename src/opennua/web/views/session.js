@@ -14,14 +14,18 @@ import {
   attemptLabel,
   clock,
   count,
+  countdown,
+  modelRetryText,
   problemText,
+  waitingForModel,
 } from "./format.js";
 import { downloadLink, planList, timelineEntries } from "./timeline.js";
 
 export class SessionView {
   /**
    * @param {import("../controller.js").SessionController} controller
-   * @param {{artifact(id): string, toolOutput(callId): string}} urls
+   * @param {{artifact(id): string, link(id): Promise<string>,
+   *   retryArtifact(id): Promise<object>, toolOutput(callId): string}} urls
    * @param {(text: string) => void} announce   polite screen-reader announcements
    */
   constructor(controller, urls, announce) {
@@ -33,6 +37,8 @@ export class SessionView {
     this.drawn = false;
     this.sideSig = null;
     this.headSig = null;
+    /** Moves retry countdowns once a second, while any is on screen. */
+    this.ticker = null;
     this.build();
   }
 
@@ -48,6 +54,11 @@ export class SessionView {
     this.plan = h("section", { class: "panel plan-panel", "aria-labelledby": "plan-h" });
     this.usage = h("section", { class: "panel usage-panel", "aria-labelledby": "usage-h" });
     this.artifacts = h("section", { class: "panel artifacts-panel", "aria-labelledby": "art-h" });
+    this.deliveries = h("section", {
+      class: "panel deliveries-panel",
+      "aria-labelledby": "dlv-h",
+      hidden: true,
+    });
     this.root = h(
       "div",
       { class: "session", dataset: { sessionId: this.store.sessionId } },
@@ -67,6 +78,7 @@ export class SessionView {
         this.plan,
         this.usage,
         this.artifacts,
+        this.deliveries,
       ),
     );
   }
@@ -174,9 +186,25 @@ export class SessionView {
     this.renderPending();
     this.renderSide(state, ctxBase);
     this.focusNewRequests();
+    if (this.ticker === null && this.turns.querySelector(".model-retry")) {
+      this.ticker = setInterval(() => this.tick(), 1000);
+    }
     if (this.store.loaded && !this.drawn) {
       this.drawn = true;
       this.markRendered();
+    }
+  }
+
+  /** Count retries down; stop when none is left (or the page moved on). */
+  tick() {
+    const retries = this.root.isConnected ? this.turns.querySelectorAll(".model-retry") : [];
+    if (retries.length === 0) {
+      clearInterval(this.ticker);
+      this.ticker = null;
+      return;
+    }
+    for (const line of retries) {
+      line.querySelector(".countdown").textContent = countdown(line.dataset.retryAt);
     }
   }
 
@@ -200,6 +228,7 @@ export class SessionView {
       h("code", null, state.session_id ?? this.store.sessionId),
       ` · ${state.turns.length} turn${state.turns.length === 1 ? "" : "s"} · seq `,
       h("span", { class: "seq" }, String(state.seq)),
+      ...snapshotMeta(state),
     );
     this.composer.cancel.hidden = active === null;
     this.composer.send.textContent = active === null ? "Send" : "Send (turn running)";
@@ -220,8 +249,9 @@ export class SessionView {
 
   renderSide(state, ctx) {
     const withPlan = [...state.turns].reverse().find((turn) => turn.plan.length > 0);
-    const artifactIds = Object.keys(state.artifacts);
-    const sig = JSON.stringify([withPlan?.plan, state.usage_by_model, artifactIds]);
+    const artifactIds = Object.values(state.artifacts).map((a) => `${a.artifact_id}/${a.state}`);
+    const deliveries = Object.values(state.deliveries);
+    const sig = JSON.stringify([withPlan?.plan, state.usage_by_model, artifactIds, deliveries]);
     if (sig === this.sideSig) return;
     this.sideSig = sig;
     fill(
@@ -241,6 +271,13 @@ export class SessionView {
       artifacts.length
         ? h("ul", null, artifacts.map((a) => h("li", null, downloadLink(a, ctx))))
         : h("p", { class: "empty" }, "None yet."),
+    );
+    // Chat and other external deliveries: their own state, apart from the turn's.
+    this.deliveries.hidden = deliveries.length === 0;
+    fill(
+      this.deliveries,
+      h("h2", { id: "dlv-h" }, "Deliveries"),
+      h("ul", null, deliveries.map(deliveryItem)),
     );
   }
 
@@ -273,6 +310,7 @@ function turnShell(turn, number) {
     ),
     h("ol", { class: "attempts", "aria-label": "Attempts" }),
     h("ol", { class: "timeline", "aria-label": `Turn ${number} timeline` }),
+    h("div", { class: "turn-activity", role: "status" }),
     h("div", { class: "turn-error" }),
     h("section", { class: "turn-usage", "aria-label": `Turn ${number} usage` }),
   );
@@ -310,6 +348,7 @@ function updateTurn(node, turn, number, index, ctx) {
     }),
   );
   reconcile(node.querySelector(".timeline"), timelineEntries(turn.timeline, ctx));
+  fill(node.querySelector(".turn-activity"), activityLine(turn));
   fill(
     node.querySelector(".turn-error"),
     turn.error
@@ -334,6 +373,25 @@ function updateTurn(node, turn, number, index, ctx) {
   }
 }
 
+/** What an active turn waits on that no card shows: a model retry, or the model itself. */
+function activityLine(turn) {
+  if (turn.state === "ended") return null;
+  if (turn.model_retry) {
+    const { head, error } = modelRetryText(turn.model_retry);
+    return h(
+      "p",
+      { class: "model-retry", dataset: { retryAt: turn.model_retry.retry_at } },
+      head,
+      h("span", { class: "countdown" }, countdown(turn.model_retry.retry_at)),
+      " — ",
+      h("code", null, error),
+    );
+  }
+  const run = waitingForModel(turn);
+  if (run === null) return null;
+  return h("p", { class: "waiting-model" }, `${run}Waiting for the model…`);
+}
+
 function turnActions(turn, number, controller) {
   if (turn.state !== "ended") {
     return h(
@@ -349,7 +407,7 @@ function turnActions(turn, number, controller) {
   );
 }
 
-/** Per model, the five token counts (DESIGN.md §3 usage.recorded), and a total row. */
+/** Per model, the five token counts (docs/architecture.md §3 usage.recorded), and a total row. */
 function usageTable(byModel, scope) {
   const models = Object.keys(byModel).sort();
   if (models.length === 0) return h("p", { class: "empty" }, "No model calls yet.");
@@ -434,5 +492,34 @@ function pendingCard(entry, controller) {
           ]
         : null,
     ),
+  );
+}
+
+/** What the session runs, from its execution snapshot: name@version, deployment, model. */
+function snapshotMeta(state) {
+  if (!state.plugin) return [];
+  const digest = (state.snapshot_digest ?? "").replace(/^sha256:/, "").slice(0, 12);
+  return [
+    " · ",
+    h(
+      "span",
+      { class: "snapshot", title: state.snapshot_digest ?? "" },
+      `${state.plugin.name}@${state.plugin.version}`,
+      state.deployment ? ` · ${state.deployment}` : "",
+      state.model ? ` · ${state.model}` : "",
+      digest ? ` · ${digest}` : "",
+    ),
+  ];
+}
+
+function deliveryItem(d) {
+  const tries = `${d.attempts} attempt${d.attempts === 1 ? "" : "s"}`;
+  const error = d.error && d.status !== "sent" ? ` · ${d.error.message}` : "";
+  return h(
+    "li",
+    { class: "delivery", dataset: { deliveryId: d.delivery_id, status: d.status } },
+    `${d.channel} ${d.kind ?? "delivery"} → ${d.target}: `,
+    h("span", { class: "badge delivery-status" }, d.status),
+    ` · ${tries}${error}`,
   );
 }

@@ -10,6 +10,7 @@ import {
   PLAN_MARK,
   bytes,
   count,
+  inputFields,
   optionName,
   preview,
   sumUsage,
@@ -59,9 +60,10 @@ const ENTRY = {
     if (!request) return null;
     const pending = ctx.overlay.answerFor(id);
     const lost = ctx.overlay.lostTo(id);
+    const call = request.tool_call_id ? own(ctx.turn.tool_calls, request.tool_call_id) : null;
     return {
-      sig: JSON.stringify([request, pending, lost]),
-      create: () => requestCard(request, pending, lost, ctx),
+      sig: JSON.stringify([request, pending, lost, call?.input]),
+      create: () => requestCard(request, call ?? null, pending, lost, ctx),
     };
   },
   worker(id, ctx) {
@@ -77,12 +79,20 @@ const ENTRY = {
   artifact(id, ctx) {
     const artifact = own(ctx.artifacts, id);
     if (!artifact) return null;
-    return { sig: artifact.sha256, create: () => artifactCard(artifact, ctx) };
+    return {
+      sig: `${artifact.sha256}/${artifact.state}`,
+      create: () => artifactCard(artifact, ctx),
+    };
   },
   file_change(id, ctx) {
     const change = own(ctx.turn.file_changes, id);
     if (!change) return null;
-    return { sig: "1", create: () => fileCard(change) };
+    return { sig: "1", create: () => fileCard(change, ctx) };
+  },
+  workspace_restore(id, ctx) {
+    const restore = own(ctx.turn.workspace_restores, id);
+    if (!restore) return null;
+    return { sig: "1", create: () => restoreCard(restore) };
   },
 };
 
@@ -174,10 +184,16 @@ function toolCard(call, ctx) {
           "Open the full output",
         )
       : null,
-    call.error
-      ? h("p", { class: "error" }, h("code", null, call.error.code), " ", call.error.message)
-      : null,
+    call.error ? errorLine(call) : null,
   );
+}
+
+/** A failed call's error; a rejected one's is a person's decision, not an error. */
+function errorLine(call) {
+  if (call.status === "rejected") {
+    return h("p", { class: "note rejected" }, call.error.message);
+  }
+  return h("p", { class: "error" }, h("code", null, call.error.code), " ", call.error.message);
 }
 
 /** A one-line result reads as a line; anything longer gets a scrollable block. */
@@ -194,7 +210,7 @@ function outputBlock(output, isPreview) {
   );
 }
 
-function requestCard(request, pending, lost, ctx) {
+function requestCard(request, call, pending, lost, ctx) {
   const open = request.status === "open";
   const promptId = `prompt-${request.request_id}`;
   const card = h(
@@ -209,6 +225,12 @@ function requestCard(request, pending, lost, ctx) {
     h("div", { class: "card-head" }, open ? "Needs your input" : "Input request"),
     h("p", { class: "prompt", id: promptId }, request.prompt),
   );
+  if (call) {
+    // What the answer decides, whole: never cut, whitespace and hidden characters shown.
+    const block = wholeInput(call);
+    const key = `asked:${request.request_id}`;
+    card.append(open ? block : details(key, false, "What was asked", block));
+  }
   if (open) {
     const waiting = pending?.status === "sending";
     if (request.options?.length) {
@@ -252,6 +274,23 @@ function requestCard(request, pending, lost, ctx) {
     );
   }
   return card;
+}
+
+/** A tool call's whole input, each argument in full, as a person must see it to decide. */
+function wholeInput(call) {
+  return h(
+    "div",
+    { class: "whole-input", dataset: { toolCallId: call.tool_call_id } },
+    h("div", { class: "label" }, `${call.title || call.name} (${call.name}), the whole input:`),
+    h(
+      "dl",
+      null,
+      inputFields(call.input).map((field) => [
+        h("dt", null, field.name),
+        h("dd", null, h("pre", { class: "whole" }, field.value)),
+      ]),
+    ),
+  );
 }
 
 /** "Allow — answered by cli_… (prn_…)" from a resolved request or a 409's resolution. */
@@ -399,7 +438,38 @@ function artifactCard(artifact, ctx) {
   );
 }
 
+/** A published artifact's download; the upload's state otherwise (not the turn's). */
 export function downloadLink(artifact, ctx) {
+  const state = artifact.state ?? "published";
+  if (state !== "published") {
+    const why = artifact.error ? `: ${artifact.error.message}` : "";
+    const retry = (event) => {
+      event.target.disabled = true;
+      ctx.urls.retryArtifact(artifact.artifact_id).catch(() => {
+        event.target.disabled = false;
+      });
+    };
+    return h(
+      "span",
+      { class: `artifact-state state-${state}`, dataset: { state } },
+      `${artifact.name}: upload ${state}${why} `,
+      state === "failed" && ctx.urls.retryArtifact
+        ? h("button", { type: "button", class: "retry-upload", onclick: retry }, "Retry upload")
+        : null,
+    );
+  }
+  // The href is the plain (cookie-authorized) route; a click trades it for a single-use
+  // link first, so what the browser fetches opens once, for this principal, briefly.
+  const open = (event) => {
+    if (!ctx.urls.link) return;
+    event.preventDefault();
+    ctx.urls.link(artifact.artifact_id).then((url) => {
+      const a = h("a", { href: url, download: artifact.name, hidden: true });
+      document.body.append(a);
+      a.click();
+      a.remove();
+    });
+  };
   return h(
     "a",
     {
@@ -407,17 +477,74 @@ export function downloadLink(artifact, ctx) {
       href: ctx.urls.artifact(artifact.artifact_id),
       download: artifact.name,
       dataset: { sha256: artifact.sha256 },
+      onclick: open,
     },
     `Download ${artifact.name}`,
   );
 }
 
-function fileCard(change) {
+/** A resumed attempt's restored workspace; what it could not bring back is a warning. */
+function restoreCard(restore) {
+  const lost = [...restore.lost_paths];
+  if (restore.lost_more) lost.push(`… ${restore.lost_more} more`);
+  const warn = lost.length > 0 || restore.lost_tool_call_ids.length > 0;
+  const where = restore.manifest ? `manifest ${restore.manifest.slice(0, 12)}` : "no commit yet";
+  return h(
+    "li",
+    { class: `item restore${warn ? " warn" : ""}`, dataset: { kind: "workspace_restore" } },
+    h("div", null, `Attempt ${restore.attempt}: workspace restored (${restore.files} files, ${where})`),
+    lost.length ? h("div", { class: "lost" }, `Lost uncommitted changes: ${lost.join(", ")}`) : null,
+    restore.lost_tool_call_ids.length
+      ? h(
+          "div",
+          { class: "lost" },
+          `Changes made by ${restore.lost_tool_call_ids.join(", ")} after the last commit are lost`,
+        )
+      : null,
+  );
+}
+
+/** A file change: its diff (the same live and from history), or what a binary file is. */
+function fileCard(change, ctx) {
+  const facts = [];
+  if (change.size !== null && change.size !== undefined) facts.push(bytes(change.size));
+  if (change.binary) facts.push(`binary · sha256 ${(change.sha256 ?? "").slice(0, 12)}`);
+  let body = null;
+  if (change.diff) {
+    const lines = change.diff.split("\n");
+    if (lines.at(-1) === "") lines.pop();
+    body = details(
+      `diff:${change.id}`,
+      lines.length <= 40,
+      `diff (${lines.length} lines)`,
+      h(
+        "pre",
+        { class: "diff" },
+        lines.map((line) => h("span", { class: diffClass(line) }, `${line}\n`)),
+      ),
+    );
+  } else if (change.diff_ref && ctx.urls.fileDiff) {
+    body = h(
+      "a",
+      { class: "diff-ref", href: ctx.urls.fileDiff(change.id), target: "_blank", rel: "noopener" },
+      "Full diff",
+    );
+  }
   return h(
     "li",
     { class: "item file", dataset: { kind: "file_change", change: change.change } },
     h("span", { class: `change change-${change.change}` }, change.change),
     " ",
     h("code", null, change.path),
+    facts.length ? h("span", { class: "meta" }, ` · ${facts.join(" · ")}`) : null,
+    body,
   );
+}
+
+function diffClass(line) {
+  if (line.startsWith("+++") || line.startsWith("---")) return "diff-file";
+  if (line.startsWith("@@")) return "diff-hunk";
+  if (line.startsWith("+")) return "diff-add";
+  if (line.startsWith("-")) return "diff-del";
+  return "diff-ctx";
 }

@@ -8,8 +8,8 @@
 -- so a commit's bodies fill a few pages at the table's right edge.
 --
 -- `sessions.sk` is an INTEGER PRIMARY KEY (the rowid), so VACUUM never renumbers it.
--- The `actions` view keeps the logical schema that the shared programs (reads, the
--- dedupe lookup of append_program) query; the writer's fast path writes action_log.
+-- The `actions` view keeps the logical schema that the reads query; the writer's append
+-- (store/_sqlite_ops.py) writes action_log.
 
 CREATE TABLE sessions_v4 (
     sk                INTEGER PRIMARY KEY,

@@ -1,0 +1,303 @@
+"""Throughput as the work grows (issue 20): aggregate durable steps/s and completed turns/s
+of one `nua serve` at 1, 10, 100 (and with --with-1000, 1,000) concurrent sessions, on
+SQLite and PostgreSQL, beside LangGraph's checkpointer driven with the same concurrency in
+the same run; then the RSS growth of `nua serve` for sessions parked on approvals.
+
+    pip install -e '.[bench]'
+    python benchmarks/scale.py [--seconds 20] [--levels 1,10,100] [--with-1000]
+                               [--backends sqlite,postgres] [--parked 1000]
+                               [--pg postgresql://postgres@127.0.0.1:5432/postgres]
+
+Ours: one `nua serve` (host + supervisor, the zero-delay `scripted:demo` model:
+NUA_DEMO_STEP_DELAY=0). Each session's client runs demo turns back to back over SSE: send
+the task, approve the `shell` call (the side-effecting tool of every turn), read until
+`turn.ended`. A durable step is one model response recorded with its checkpoint (one
+`usage.recorded` action; the demo has 10 per turn, its sub-agent's included); counted
+when it reaches the client within the window.
+
+LangGraph: a 10-node-step graph per "turn" (each step writes a 300-byte payload into the
+state, checkpointed by SqliteSaver / PostgresSaver), N threads each on its own thread_id,
+turns back to back for the same window.
+
+Parked: `--parked` sessions each left waiting on the demo's approval; RSS (VmRSS of the
+`nua serve` process) after minus before, per session.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import secrets
+import sqlite3
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypedDict
+
+import httpx
+import psycopg
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tests.e2e._proc import Server
+
+TASK = "Write the quarterly report"
+LG_STEPS = 10  # LangGraph steps per turn: the demo's model steps per turn
+PAYLOAD = 300
+
+
+@dataclass
+class Counts:
+    steps: int = 0
+    turns: int = 0
+    steps_per_turn: int = 0
+
+
+def _rss_kb(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+async def _turns(http: httpx.AsyncClient, sid: str, stop_at: float, counts: Counts) -> None:
+    """Demo turns back to back on one session, over one SSE stream per turn."""
+    seq = 0
+    while time.monotonic() < stop_at:
+        sent = await http.post(
+            f"/v1/sessions/{sid}/messages", json={"content": [{"type": "text", "text": TASK}]}
+        )
+        sent.raise_for_status()
+        steps = 0
+        async with http.stream(
+            "GET", f"/v1/sessions/{sid}/events", params={"after": seq}, timeout=None
+        ) as response:
+            async for line in response.aiter_lines():
+                if not line.startswith("data:"):
+                    continue
+                action = json.loads(line[5:])
+                if not isinstance(action, dict) or "type" not in action:
+                    continue
+                seq = action["seq"]
+                kind = action["type"]
+                inside = time.monotonic() < stop_at
+                if kind == "usage.recorded":
+                    steps += 1
+                    counts.steps += inside
+                elif kind == "input_request.opened":
+                    rid = action["data"]["request_id"]
+                    answered = await http.post(
+                        f"/v1/sessions/{sid}/input-requests/{rid}/answer",
+                        json={"option_id": "allow_once"},
+                    )
+                    answered.raise_for_status()
+                elif kind == "turn.ended":
+                    counts.turns += inside
+                    counts.steps_per_turn = steps
+                    break
+
+
+async def _ours_level(server: Server, n: int, seconds: float) -> Counts:
+    headers = {"Authorization": f"Bearer {server.token}"}
+    limits = httpx.Limits(max_connections=2 * n + 10, max_keepalive_connections=2 * n + 10)
+    async with httpx.AsyncClient(
+        base_url=server.url, headers=headers, timeout=120, limits=limits
+    ) as http:
+        sids = []
+        for i in range(n):
+            created = await http.post("/v1/sessions", json={"title": f"scale {n}/{i}"})
+            created.raise_for_status()
+            sids.append(created.json()["session_id"])
+        counts = Counts()
+        stop_at = time.monotonic() + seconds
+        await asyncio.gather(*(_turns(http, sid, stop_at, counts) for sid in sids))
+        return counts
+
+
+class _State(TypedDict):
+    i: int
+    data: str
+
+
+def _langgraph_level(saver: Any, n: int, seconds: float) -> Counts:
+    from langgraph.graph import END, START, StateGraph
+
+    def node(state: _State) -> _State:
+        return {"i": state["i"] + 1, "data": secrets.token_hex(PAYLOAD // 2)}
+
+    def route(state: _State) -> str:
+        return END if state["i"] % LG_STEPS == 0 else "node"
+
+    graph = StateGraph(_State)
+    graph.add_node("node", node)
+    graph.add_edge(START, "node")
+    graph.add_conditional_edges("node", route)
+    app = graph.compile(checkpointer=saver)
+    counts = Counts(steps_per_turn=LG_STEPS)
+    lock = threading.Lock()
+    stop_at = time.monotonic() + seconds
+    run = secrets.token_hex(4)
+
+    def worker(k: int) -> None:
+        config = {"configurable": {"thread_id": f"{run}-{n}-{k}"}, "recursion_limit": 100}
+        state: dict[str, Any] = {"i": 0, "data": ""}
+        while time.monotonic() < stop_at:
+            state = app.invoke({"i": state["i"], "data": ""}, config)
+            if time.monotonic() < stop_at:
+                with lock:
+                    counts.turns += 1
+                    counts.steps += LG_STEPS
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return counts
+
+
+def _row(name: str, n: int, counts: Counts, seconds: float, base: float | None) -> float:
+    rate = counts.steps / seconds
+    ratio = f"  {rate / base:5.1f}x the 1-session rate" if base else ""
+    print(
+        f"  {name:26s} {n:5d} sessions  {rate:8.1f} steps/s  {counts.turns / seconds:7.2f} turns/s"
+        f"{ratio}"
+    )
+    return rate
+
+
+def _saver(backend: str, url: str, tmp: Path) -> tuple[Any, Callable[[], None]]:
+    if backend == "sqlite":
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        conn = sqlite3.connect(str(tmp / "langgraph.db"), check_same_thread=False)
+        return SqliteSaver(conn), conn.close
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from psycopg_pool import ConnectionPool
+
+    pool = ConnectionPool(url, max_size=20, kwargs={"autocommit": True, "prepare_threshold": 0})
+    saver = PostgresSaver(pool)  # type: ignore[arg-type]
+    saver.setup()
+    return saver, pool.close
+
+
+def _pg_db(admin: str, created: list[str]) -> str:
+    name = f"nua_scale_{secrets.token_hex(4)}"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    created.append(name)
+    return admin.rsplit("/", 1)[0] + "/" + name
+
+
+def _park(server: Server, parked: int) -> tuple[int, int]:
+    """(RSS growth in KiB, sessions parked on their approval)."""
+    assert server.proc is not None
+    pid = server.proc.pid
+
+    async def go() -> int:
+        headers = {"Authorization": f"Bearer {server.token}"}
+        async with httpx.AsyncClient(base_url=server.url, headers=headers, timeout=120) as http:
+            sem = asyncio.Semaphore(20)
+
+            async def one(i: int) -> str:
+                async with sem:
+                    created = await http.post("/v1/sessions", json={"title": f"parked {i}"})
+                    sid = str(created.json()["session_id"])
+                    body = {"content": [{"type": "text", "text": TASK}]}
+                    (await http.post(f"/v1/sessions/{sid}/messages", json=body)).raise_for_status()
+                    return sid
+
+            sids = await asyncio.gather(*(one(i) for i in range(parked)))
+            waiting = 0
+            deadline = time.monotonic() + 60 + parked
+            pending = list(sids)
+            while pending and time.monotonic() < deadline:
+                still = []
+                for sid in pending:
+                    state = (await http.get(f"/v1/sessions/{sid}")).json()["state"]
+                    if state["open_input_requests"]:
+                        waiting += 1
+                    else:
+                        still.append(sid)
+                pending = still
+                if pending:
+                    await asyncio.sleep(1)
+            return waiting
+
+    before = _rss_kb(pid)
+    waiting = asyncio.run(go())
+    time.sleep(2)
+    return _rss_kb(pid) - before, waiting
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seconds", type=float, default=20)
+    parser.add_argument("--levels", default="1,10,100")
+    parser.add_argument("--with-1000", action="store_true")
+    parser.add_argument("--backends", default="sqlite,postgres")
+    parser.add_argument("--parked", type=int, default=1000)
+    parser.add_argument("--no-langgraph", action="store_true")
+    parser.add_argument(
+        "--pg",
+        default=os.environ.get("NUA_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres"),
+    )
+    args = parser.parse_args()
+    levels = [int(x) for x in args.levels.split(",")] + ([1000] if args.with_1000 else [])
+    created: list[str] = []
+    print(f"scale: {args.seconds:.0f} s per level, levels {levels}")
+    try:
+        for backend in args.backends.split(","):
+            tmp = Path(tempfile.mkdtemp(prefix=f"nua-scale-{backend}-"))
+            db = None if backend == "sqlite" else _pg_db(args.pg, created)
+            print(f"{backend}:")
+            server = Server(tmp / "data", db=db, step_delay="0", model="scripted:demo")
+            (tmp / "data").mkdir()
+            server.start()
+            try:
+                asyncio.run(_ours_level(server, 1, 2))  # warm up: imports, first plugin load
+                base = None
+                for n in levels:
+                    counts = asyncio.run(_ours_level(server, n, args.seconds))
+                    rate = _row("opennua nua serve", n, counts, args.seconds, base)
+                    base = base or rate
+                if args.parked and backend == "sqlite":
+                    growth, waiting = _park(server, args.parked)
+                    per = growth * 1024 / max(waiting, 1) / 1000
+                    print(
+                        f"  parked on approval: {waiting} of {args.parked} sessions,"
+                        f" RSS +{growth} KiB = {per:.1f} KB per session"
+                    )
+            finally:
+                server.stop()
+            if args.no_langgraph:
+                continue
+            lg_db = None if backend == "sqlite" else _pg_db(args.pg, created)
+            saver, close = _saver(backend, lg_db or "", tmp)
+            try:
+                base = None
+                for n in levels:
+                    counts = _langgraph_level(saver, n, args.seconds)
+                    rate = _row(f"langgraph {type(saver).__name__}", n, counts, args.seconds, base)
+                    base = base or rate
+            finally:
+                close()
+    finally:
+        for name in created:
+            with (
+                contextlib.suppress(psycopg.Error),
+                psycopg.connect(args.pg, autocommit=True) as conn,
+            ):
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

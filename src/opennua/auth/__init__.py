@@ -1,0 +1,26 @@
+"""opennua.auth: workspaces, principals, roles, API tokens and execution grants.
+
+The policy (which role may do what, whether a grant holds) is pure and in `_policy`;
+`Authority` is the one place a server authenticates a caller and checks them against an
+object's workspace. See docs/auth.md.
+"""
+
+from ._authority import DEFAULT_WORKSPACE, GRANT_TTL, Authority, Denied
+from ._policy import NEEDS, ROLES, Caller, Permission, Role, allows, grant_problem, may_assign
+from ._tokens import LEGACY_ID
+
+__all__ = [
+    "DEFAULT_WORKSPACE",
+    "GRANT_TTL",
+    "LEGACY_ID",
+    "NEEDS",
+    "ROLES",
+    "Authority",
+    "Caller",
+    "Denied",
+    "Permission",
+    "Role",
+    "allows",
+    "grant_problem",
+    "may_assign",
+]

@@ -1,0 +1,362 @@
+"""Schedules and webhooks as the server offers them (docs/automation.md).
+
+`Automation` validates and keeps schedules and hooks, and turns a verified webhook
+delivery into a turn. Who may call each method is the server's decision (`_authz`);
+here a refusal is an `AutomationError` with its problem `code`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from ulid import ULID
+
+from opennua.host import AutomatedRun, SessionHost
+from opennua.protocol import Accepted, Rejected
+from opennua.store import (
+    DeliveryRecord,
+    Execution,
+    FireRecord,
+    HookRecord,
+    NotFound,
+    ScheduleRecord,
+    Store,
+    Transaction,
+    WriteConflict,
+)
+
+from . import _cron, _runs
+from ._template import TemplateError, fields, render
+from ._webhooks import BadSignature, new_secret, verify
+
+SCHEDULE_FIELDS = frozenset({"schedule", "fire_time", "schedule_id"})
+DEFAULT_MAX_BYTES = 64 * 1024
+#: A `webhook-id` longer than this is refused (it keys the run's action ids).
+MAX_DELIVERY_ID = 90
+
+
+class Secrets(Protocol):
+    """Where hook signing secrets live: the workspace's secret store (`opennua.secrets`)."""
+
+    async def put(self, workspace_id: str, name: str, value: str) -> Any: ...
+
+    async def get(self, workspace_id: str, name: str) -> str: ...
+
+    async def delete(self, workspace_id: str, name: str) -> bool: ...
+
+
+class AutomationError(Exception):
+    """A refusal: `code` is the problem code (see `opennua.server._problems`)."""
+
+    def __init__(self, code: str, detail: str) -> None:
+        super().__init__(detail)
+        self.code = code
+        self.detail = detail
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScheduleSpec:
+    name: str
+    cron: str
+    deployment: str
+    prompt: str
+    timezone: str = "UTC"
+    misfire: Literal["skip", "run_once"] = "skip"
+    session_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HookSpec:
+    name: str
+    deployment: str
+    prompt: str
+    max_bytes: int = DEFAULT_MAX_BYTES
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Run:
+    """One fire of a schedule and how its execution stands now."""
+
+    fire: FireRecord
+    status: str | None
+
+
+def _replay(known: DeliveryRecord, digest: str) -> dict[str, str]:
+    """A redelivery's answer: the first acceptance, if it carries the same body."""
+    if known.body_sha256 != digest:
+        raise AutomationError(
+            "idempotency_key_reused", "this webhook-id was delivered with another body"
+        )
+    return {
+        "delivery_id": known.delivery_id,
+        "session_id": known.session_id,
+        "turn_id": known.turn_id,
+        "execution_id": known.execution_id,
+    }
+
+
+def secret_name(hook_id: str) -> str:
+    return f"hook.{hook_id}"
+
+
+class Automation:
+    def __init__(
+        self,
+        store: Store,
+        host: SessionHost,
+        secrets: Secrets | None,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self.host = host
+        self._secrets = secrets
+        self._clock = clock
+        # Signing secrets by (hook, secret name), read once per process: the secret store
+        # records every read (a write), and a hook's secret never changes under its name.
+        # The hook row itself is read on every delivery, so a deleted hook is refused at once.
+        self._signing: dict[tuple[str, str], str] = {}
+
+    @property
+    def secrets(self) -> Secrets:
+        if self._secrets is None:
+            raise AutomationError("unavailable", "this server has no secret store for hooks")
+        return self._secrets
+
+    # -- schedules ----------------------------------------------------------------------
+
+    async def create_schedule(
+        self, workspace_id: str, created_by: str, spec: ScheduleSpec
+    ) -> ScheduleRecord:
+        try:
+            _cron.check(spec.cron, spec.timezone)
+        except _cron.CronError as exc:
+            raise AutomationError("invalid_schedule", str(exc)) from None
+        unknown = set(fields(spec.prompt)) - SCHEDULE_FIELDS
+        if unknown:
+            raise AutomationError(
+                "invalid_schedule",
+                f"the prompt uses {sorted(unknown)}; a schedule has {sorted(SCHEDULE_FIELDS)}",
+            )
+        await self._check_deployment(workspace_id, spec.deployment)
+        if spec.session_id is not None:
+            await self._check_session(workspace_id, spec.session_id)
+        now = self._clock()
+        record = ScheduleRecord(
+            schedule_id=f"sch_{ULID.from_timestamp(now)}",
+            workspace_id=workspace_id,
+            name=spec.name,
+            cron=spec.cron,
+            timezone=spec.timezone,
+            deployment=spec.deployment,
+            prompt=spec.prompt,
+            misfire=spec.misfire,
+            created_by=created_by,
+            created_at=now,
+            session_id=spec.session_id,
+            next_fire_at=_cron.next_slot(spec.cron, spec.timezone, now),
+        )
+        try:
+            return await self.store.create_schedule(record)
+        except WriteConflict as exc:
+            raise AutomationError(
+                "already_exists", f"a schedule named {spec.name!r} exists"
+            ) from exc
+
+    async def schedule(self, schedule_id: str) -> ScheduleRecord:
+        try:
+            return await self.store.get_schedule(schedule_id)
+        except NotFound:
+            raise AutomationError("not_found", f"no schedule {schedule_id}") from None
+
+    async def schedules(self, workspace_id: str) -> list[ScheduleRecord]:
+        return await self.store.list_schedules(workspace_id)
+
+    async def pause(self, schedule_id: str) -> ScheduleRecord:
+        await self.schedule(schedule_id)
+        return await self.store.set_schedule_paused(schedule_id, True)
+
+    async def resume(self, schedule_id: str) -> ScheduleRecord:
+        """Go on from the next slot after now: what a pause skipped is not caught up."""
+        current = await self.schedule(schedule_id)
+        nxt = _cron.next_slot(current.cron, current.timezone, self._clock())
+        return await self.store.set_schedule_paused(schedule_id, False, next_fire_at=nxt)
+
+    async def delete_schedule(self, schedule_id: str) -> None:
+        await self.schedule(schedule_id)
+        await self.store.delete_schedule(schedule_id)
+
+    async def runs(self, schedule_id: str, limit: int = 20) -> list[Run]:
+        fires = await self.store.list_fires(schedule_id, limit=limit)
+        out = []
+        for fire in fires:
+            status: str | None
+            try:
+                execution: Execution = await self.store.get_execution(fire.execution_id)
+                status = execution.status
+            except NotFound:
+                status = None
+            out.append(Run(fire=fire, status=status))
+        return out
+
+    # -- webhooks -----------------------------------------------------------------------
+
+    async def create_hook(
+        self, workspace_id: str, created_by: str, spec: HookSpec
+    ) -> tuple[HookRecord, str]:
+        """The hook and its signing secret: the only time the secret is returned."""
+        if not 1 <= spec.max_bytes <= 1024 * 1024:
+            raise AutomationError("invalid_hook", "max_bytes is between 1 and 1048576")
+        await self._check_deployment(workspace_id, spec.deployment)
+        now = self._clock()
+        hook_id = f"hok_{ULID.from_timestamp(now)}"
+        secret = new_secret()
+        record = HookRecord(
+            hook_id=hook_id,
+            workspace_id=workspace_id,
+            name=spec.name,
+            deployment=spec.deployment,
+            prompt=spec.prompt,
+            secret_name=secret_name(hook_id),
+            max_bytes=spec.max_bytes,
+            created_by=created_by,
+            created_at=now,
+        )
+        # The secret first: a hook row never names a secret that is not there.
+        await self.secrets.put(workspace_id, record.secret_name, secret)
+        try:
+            created = await self.store.create_hook(record)
+        except WriteConflict as exc:
+            await self.secrets.delete(workspace_id, record.secret_name)
+            msg = f"a hook named {spec.name!r} exists"
+            raise AutomationError("already_exists", msg) from exc
+        return created, secret
+
+    async def hook(self, hook_id: str) -> HookRecord:
+        try:
+            return await self.store.get_hook(hook_id)
+        except NotFound:
+            raise AutomationError("not_found", f"no hook {hook_id}") from None
+
+    async def hooks(self, workspace_id: str) -> list[HookRecord]:
+        return await self.store.list_hooks(workspace_id)
+
+    async def _signing_secret(self, hook: HookRecord) -> str:
+        key = (hook.hook_id, hook.secret_name)
+        secret = self._signing.get(key)
+        if secret is None:
+            secret = await self.secrets.get(hook.workspace_id, hook.secret_name)
+            if len(self._signing) >= 1000:
+                self._signing.clear()
+            self._signing[key] = secret
+        return secret
+
+    async def delete_hook(self, hook_id: str) -> None:
+        hook = await self.hook(hook_id)
+        secrets = self.secrets
+        await self.store.delete_hook(hook_id)
+        self._signing.pop((hook.hook_id, hook.secret_name), None)
+        await secrets.delete(hook.workspace_id, hook.secret_name)
+
+    async def deliver(
+        self, hook_id: str, body: bytes, headers: Mapping[str, str]
+    ) -> dict[str, str]:
+        """A delivery: verified, then one turn per `webhook-id` (a redelivery gets the
+        first acceptance). `BadSignature` for an unknown hook too: its existence does not
+        leak to whoever lacks its secret."""
+        try:
+            hook = await self.store.get_hook(hook_id)
+            secret = await self._signing_secret(hook)
+        except Exception:  # any failure to find the hook's secret is "not signed"
+            raise BadSignature("unknown hook") from None
+        delivery_id = verify(secret, body, headers)
+        if len(delivery_id) > MAX_DELIVERY_ID:
+            raise AutomationError(
+                "validation_error", f"webhook-id is longer than {MAX_DELIVERY_ID} characters"
+            )
+        digest = hashlib.sha256(body).hexdigest()
+        known = await self.store.get_delivery(hook_id, delivery_id)
+        if known is not None:
+            return _replay(known, digest)
+        if len(body) > hook.max_bytes:
+            raise AutomationError(
+                "payload_too_large", f"the payload is over this hook's {hook.max_bytes} bytes"
+            )
+        try:
+            payload = json.loads(body)
+        except ValueError:
+            raise AutomationError("invalid_payload", "the payload is not JSON") from None
+        try:
+            prompt = render(hook.prompt, {"payload": payload, "hook": hook.name})
+        except TemplateError as exc:
+            raise AutomationError("invalid_payload", str(exc)) from None
+        try:
+            principal_id = await _runs.run_as(self.store, hook.workspace_id, hook.deployment)
+        except _runs.Unrunnable as exc:
+            raise AutomationError("deployment_unresolvable", exc.detail) from None
+        now = self._clock()
+
+        def record(tx: Transaction, session_id: str, turn_id: str, execution_id: str) -> None:
+            tx.record_delivery(
+                DeliveryRecord(
+                    hook_id=hook_id,
+                    delivery_id=delivery_id,
+                    body_sha256=digest,
+                    received_at=now,
+                    session_id=session_id,
+                    turn_id=turn_id,
+                    execution_id=execution_id,
+                )
+            )
+
+        run = AutomatedRun(
+            key=f"{hook_id}/{delivery_id}",
+            client_id=hook_id,
+            workspace_id=hook.workspace_id,
+            deployment=hook.deployment,
+            principal_id=principal_id,
+            trigger={
+                "kind": "automation",
+                "source": f"webhook:{hook_id}/{delivery_id}",
+                "principal_id": hook.created_by,
+                "hook_id": hook_id,
+                "delivery_id": delivery_id,
+            },
+            prompt=prompt,
+            title=f"{hook.name} · {delivery_id}"[:200],
+            grant=_runs.grant(principal_id, hook.workspace_id, now),
+            record=record,
+        )
+        try:
+            result = await self.host.start_automated(run)
+        except WriteConflict:
+            # A concurrent copy of this delivery won the unit: answer what it got.
+            known = await self.store.get_delivery(hook_id, delivery_id)
+            if known is None:  # pragma: no cover - the conflict is that row
+                raise
+            return _replay(known, digest)
+        if isinstance(result, Rejected):
+            raise AutomationError(result.code, result.message)
+        assert isinstance(result, Accepted)
+        return {"delivery_id": delivery_id, **result.ids}
+
+    # -- checks -------------------------------------------------------------------------
+
+    async def _check_deployment(self, workspace_id: str, deployment: str) -> None:
+        try:
+            await _runs.run_as(self.store, workspace_id, deployment)
+        except _runs.Unrunnable as exc:
+            raise AutomationError(exc.code, exc.detail) from None
+
+    async def _check_session(self, workspace_id: str, session_id: str) -> None:
+        try:
+            session = await self.store.get_session(session_id)
+        except NotFound:
+            session = None
+        if session is None or session.workspace_id != workspace_id:
+            raise AutomationError("not_found", f"no session {session_id} in this workspace")

@@ -1,0 +1,13 @@
+"""Chat bridges: clients of the Session Host that live in chat rooms (docs/bridge.md).
+
+The Matrix bridge binds a room to a session, shows each turn as a progress card edited in
+place, posts input requests people answer by reply or reaction, uploads artifacts, and
+keeps every outgoing event as a delivery with its own identity, state and history —
+reported to the Host as `delivery.updated`. It imports only the protocol and the client.
+"""
+
+from opennua.bridge._bridge import BridgeConfig, MatrixBridge
+from opennua.bridge._deliveries import RetryPolicy, delivery_id
+from opennua.bridge._synapse import Homeserver
+
+__all__ = ["BridgeConfig", "Homeserver", "MatrixBridge", "RetryPolicy", "delivery_id"]

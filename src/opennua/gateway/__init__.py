@@ -1,0 +1,14 @@
+"""opennua.gateway: where a remote tool call crosses the boundary (docs/gateway.md).
+
+Remote (streamable HTTP) MCP servers are reached only through the `Gateway`: it checks
+the execution's grant, the plugin's policy and egress list, injects the credential the
+deployment refers to (from `opennua.secrets`), redacts it from what comes back, and
+audits every call. The caller's own token is never forwarded.
+"""
+
+from ._audit import AuditLog
+from ._proxy import PATH, Gateway
+from ._redact import Redactor
+from ._tickets import issue_ticket
+
+__all__ = ["PATH", "AuditLog", "Gateway", "Redactor", "issue_ticket"]

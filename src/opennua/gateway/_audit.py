@@ -1,0 +1,61 @@
+"""The gateway's audit: one record per call it answered, written in batches.
+
+A call does not wait for a commit of its own (that would put an fsync on every tool
+call): records are queued and a background task writes what accumulated, at least every
+`interval` seconds. `flush()` writes now (shutdown, tests, `nua audit` in-process).
+A crash loses at most the last interval's records, never a tool result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from opennua.store import AuditRecord, Store, StoreError
+
+log = logging.getLogger("opennua.gateway")
+
+
+class AuditLog:
+    def __init__(self, store: Store, *, interval: float = 0.05, max_batch: int = 500) -> None:
+        self._store = store
+        self._interval = interval
+        self._max_batch = max_batch
+        self._queue: list[AuditRecord] = []
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._lock = asyncio.Lock()
+
+    def add(self, record: AuditRecord) -> None:
+        self._queue.append(record)
+        if self._task is None:
+            self._task = asyncio.create_task(self._run())
+        if len(self._queue) >= self._max_batch:
+            self._wake.set()
+
+    async def flush(self) -> None:
+        async with self._lock:
+            while self._queue:
+                batch, self._queue = self._queue[: self._max_batch], self._queue[self._max_batch :]
+                try:
+                    await self._store.append_audit(batch)
+                except StoreError:
+                    log.warning("audit records not written; kept for the next try", exc_info=True)
+                    self._queue[:0] = batch
+                    return
+
+    async def _run(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self._interval)
+            self._wake.clear()
+            await self.flush()
+
+    async def aclose(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(BaseException):
+                await self._task
+            self._task = None
+        await self.flush()

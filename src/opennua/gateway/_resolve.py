@@ -1,0 +1,93 @@
+"""Where a call goes: an execution's session → its snapshot (plugin version, deployment
+digest) → the remote MCP server's URL, the plugin's access policy and the credential
+references of that tool connection. The runtime never tells the gateway where a server
+is: a URL from the runtime is not trusted to receive a credential.
+
+Snapshots never change under their digests, so a session's resolution is computed once
+per process.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from opennua.host import CredentialRef, DeploymentSpec, Registry, remote_urls
+from opennua.plugins import AccessPolicy
+from opennua.store import NotFound, Store
+
+
+class Refusal(Exception):
+    """A call the gateway does not forward: ``code`` and an HTTP status for the caller."""
+
+    def __init__(self, code: str, detail: str, status: int = 403) -> None:
+        super().__init__(detail)
+        self.code = code
+        self.detail = detail
+        self.status = status
+
+
+@dataclass(frozen=True, slots=True)
+class Connection:
+    server: str
+    url: str
+    host: str
+    policy: AccessPolicy
+    credentials: tuple[CredentialRef, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _Resolved:
+    plugin: str
+    policy: AccessPolicy
+    urls: dict[str, str]
+    credentials: tuple[CredentialRef, ...]
+
+
+class Resolver:
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._registry = Registry(store)
+        self._sessions: dict[str, _Resolved] = {}
+
+    async def connection(self, session_id: str, server: str) -> Connection:
+        resolved = self._sessions.get(session_id)
+        if resolved is None:
+            resolved = self._sessions[session_id] = await self._resolve(session_id)
+        url = resolved.urls.get(server)
+        if url is None:
+            raise Refusal(
+                "unknown_server", f"{resolved.plugin} has no remote MCP server {server!r}", 404
+            )
+        host = (urlsplit(url).hostname or "").lower()
+        # Checked on every call, not only when the deployment was saved: a configuration
+        # saved before a policy existed, or written around the registry, is still refused.
+        if not resolved.policy.allows_host(host):
+            raise Refusal(
+                "egress_denied", f"MCP server {server} at {host} is not in the egress list"
+            )
+        refs = tuple(c for c in resolved.credentials if c.server == server)
+        return Connection(
+            server=server, url=url, host=host, policy=resolved.policy, credentials=refs
+        )
+
+    async def _resolve(self, session_id: str) -> _Resolved:
+        session = await self._store.get_session(session_id)
+        if session.plugin is None or session.deployment_digest is None:
+            raise Refusal("unknown_server", "this session's agent has no remote MCP servers", 404)
+        name, _, version = session.plugin.partition("@")
+        try:
+            published = await self._store.get_plugin_version(name, version)
+            config = await self._store.get_deployment_config(session.deployment_digest)
+        except NotFound as exc:
+            raise Refusal("snapshot_mismatch", f"the session's snapshot is gone: {exc}") from exc
+        if published.digest != session.plugin_digest:
+            raise Refusal("snapshot_mismatch", f"{session.plugin} no longer has its digest")
+        plugin = await self._registry.plugin_of(published)
+        spec = DeploymentSpec.model_validate(config.spec)
+        return _Resolved(
+            plugin=session.plugin,
+            policy=plugin.settings.access,
+            urls=remote_urls(plugin, spec),
+            credentials=tuple(spec.credentials),
+        )

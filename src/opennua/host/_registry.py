@@ -1,0 +1,644 @@
+"""The plugin registry's rules over the store: what a publish, a release, a rollback and a
+deployment must satisfy, and how a session's execution snapshot is resolved
+(docs/plugins.md, "Registry", "Deployments", "Execution snapshot").
+
+Files are uploaded to the blob store first (content-addressed, so a re-publish uploads
+only what changed); a publish then names them by path and sha256. Everything is checked
+before the one store write that makes the version visible.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import re
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from opennua.plugins import (
+    MAX_FILE_BYTES,
+    MAX_FILES,
+    Plugin,
+    PluginError,
+    builtin_plugin_root,
+    read_plugin,
+)
+from opennua.store import (
+    ChannelMove,
+    DeploymentRecord,
+    InvalidInput,
+    NotFound,
+    PluginFile,
+    PluginVersion,
+    Store,
+    Visibility,
+    WriteConflict,
+    channel_target,
+)
+
+DEFAULT_DEPLOYMENT = "default"
+#: A deployment's `principal_id` from before principals: the workspace's owner.
+OWNER_PLACEHOLDER = "prn_owner"
+DEFAULT_CHANNEL = "stable"
+log = logging.getLogger("opennua.host")
+
+_NAME = r"^[a-z0-9][a-z0-9._-]{0,63}$"
+Name = Annotated[str, StringConstraints(pattern=_NAME)]
+
+
+class Refused(Exception):
+    """A registry request that breaks a rule; ``code`` is the problem code clients see."""
+
+    def __init__(self, code: str, detail: str, **extra: Any) -> None:
+        super().__init__(detail)
+        self.code = code
+        self.detail = detail
+        #: More problem fields (`file`, `line` of a plugin error).
+        self.extra = extra
+
+
+# -- digests -------------------------------------------------------------------------------
+
+
+def _json_digest(value: Any) -> str:
+    canonical = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
+
+
+# -- deployments -----------------------------------------------------------------------------
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class DeploymentLimits(_Spec):
+    """One budget per execution, shared by the agent and all its sub-agents."""
+
+    deadline_seconds: Annotated[float, Field(gt=0, le=7 * 86400)] | None = None
+    max_steps: Annotated[int, Field(gt=0)] | None = None
+    max_tokens: Annotated[int, Field(gt=0)] | None = None
+    max_cost_usd: Annotated[float, Field(gt=0)] | None = None
+
+
+class ToolOverride(_Spec):
+    """Replaces how one of the plugin's MCP servers (by its `.mcp.json` name) is reached."""
+
+    # Printable ASCII (a URL is percent-encoded): `\S` would differ between Python's
+    # regex (U+0085 is space) and the ECMA regex clients validate the schema with.
+    url: Annotated[str, StringConstraints(pattern=r"^https?://[!-~]+$")] | None = None
+    command: str | None = None
+    args: list[str] | None = None
+
+
+#: A secret's name (opennua.secrets.NAME_PATTERN; the Host does not import the secrets).
+SecretName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
+#: An MCP server's name as `.mcp.json` spells it (letters, digits, `-`, single `_`).
+ServerName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9-]+(?:_[A-Za-z0-9-]+)*$")]
+
+
+class CredentialRef(_Spec):
+    """One credential of one tool connection, by reference: the gateway sends
+    `<header>: <prefix><value of secret>` to that MCP server, and to no other host."""
+
+    server: ServerName
+    secret: SecretName
+    header: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9-]{1,64}$")] = "Authorization"
+    prefix: Annotated[str, StringConstraints(pattern=r"^[!-~ ]{0,32}$")] = "Bearer "
+
+
+class SandboxSecret(_Spec):
+    """A secret put into a stdio MCP server's environment, inside the sandbox. Outside
+    the gateway's guarantee: code in the sandbox (that server) can read it."""
+
+    server: ServerName
+    env: Annotated[str, StringConstraints(pattern=r"^[A-Z_][A-Z0-9_]{0,63}$")]
+    secret: SecretName
+
+
+class DeploymentSpec(_Spec):
+    """What `PUT /v1/deployments/{name}` and `nua deploy` take. At most one of `channel`
+    and `version`; neither means the `stable` channel."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        json_schema_extra={"not": {"required": ["channel", "version"]}},
+    )
+
+    plugin: Name
+    channel: Name | None = None
+    version: str | None = None
+    model: Annotated[str, StringConstraints(pattern=r"^[a-z0-9_-]+:\S+$", max_length=200)]
+    #: The execution principal of automated turns (schedules, hooks), and of every turn
+    #: when `run_as` is `principal`. `prn_owner`: the owner of the deployment's workspace.
+    principal_id: str = OWNER_PLACEHOLDER
+    #: Whose rights and bill a person's turn runs on: theirs (`caller`, the default) or
+    #: `principal_id`'s (the person is then the trigger only, recorded, granting nothing).
+    run_as: Literal["caller", "principal"] = "caller"
+    tools: dict[str, ToolOverride] = Field(default_factory=dict)
+    #: References only (server, header, secret name): the gateway resolves a secret when
+    #: a call to that server needs it; no value is ever part of a deployment.
+    credentials: list[CredentialRef] = Field(default_factory=list, max_length=64)
+    #: Off by default. Secrets in a sandboxed server's environment are a different
+    #: exposure than the gateway's: saved only with `sandbox_env_confirmed` (by an admin,
+    #: who alone may save a deployment), and shown as such.
+    sandbox_env: list[SandboxSecret] = Field(default_factory=list, max_length=64)
+    sandbox_env_confirmed: bool = False
+    limits: DeploymentLimits = Field(default_factory=DeploymentLimits)
+
+
+def deployment_digest(name: str, spec: DeploymentSpec, workspace_id: str | None = None) -> str:
+    # The workspace is part of what a configuration is: the same spec saved in two
+    # workspaces is two configurations (each readable by its digest from its own).
+    doc = {"name": name, **spec.model_dump(mode="json")}
+    if workspace_id is not None:
+        doc["workspace_id"] = workspace_id
+    return _json_digest(doc)
+
+
+# -- the execution snapshot -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExecutionSnapshot:
+    """What a session is bound to at creation; every execution of it runs this."""
+
+    plugin: str
+    version: str
+    plugin_digest: str
+    deployment: str
+    deployment_digest: str
+    model: str
+
+    @property
+    def digest(self) -> str:
+        return _json_digest(
+            {
+                "plugin": self.plugin,
+                "version": self.version,
+                "plugin_digest": self.plugin_digest,
+                "deployment_digest": self.deployment_digest,
+                "model": self.model,
+            }
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Published:
+    version: PluginVersion
+    #: False: this exact version was already published (the same digest).
+    created: bool
+    #: Components opennua does not run (`commands/`, `hooks/`), reported at publish.
+    ignored: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PluginSummary:
+    name: str
+    versions: list[PluginVersion]
+    #: channel -> the version it points at now
+    channels: dict[str, str]
+    history: list[ChannelMove]
+
+
+# -- who sees what ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """A principal acting in a workspace: whose view of the registry a request has. The
+    methods below take None for the server itself, which sees everything (it publishes
+    the built-in plugin; supervisors rebuild any session's snapshot)."""
+
+    workspace_id: str
+    principal_id: str
+
+    def sees(self, v: PluginVersion) -> bool:
+        if v.workspace_id is None:
+            return True  # server-wide: the built-in plugin
+        if v.workspace_id != self.workspace_id:
+            return False
+        return v.visibility == "workspace" or v.publisher_id == self.principal_id
+
+    def sees_deployment(self, d: DeploymentRecord) -> bool:
+        return d.workspace_id is None or d.workspace_id == self.workspace_id
+
+
+def _hidden(kind: str, key: str) -> Refused:
+    # Another workspace's (or another publisher's private) plugin is as absent as one that
+    # does not exist: its existence does not leak.
+    return Refused("not_found", f"{kind} {key} not found")
+
+
+# -- the registry --------------------------------------------------------------------------
+
+
+class Registry:
+    def __init__(self, store: Store, *, clock: Callable[[], float] = time.time) -> None:
+        self.store = store
+        self._clock = clock
+        self._specs: dict[str, DeploymentSpec] = {}
+        self._versions: dict[tuple[str, str], PluginVersion] = {}
+        self._plugins: dict[str, Plugin] = {}
+
+    async def publish(
+        self,
+        files: Sequence[PluginFile],
+        *,
+        scope: Scope | None = None,
+        visibility: Visibility = "workspace",
+    ) -> Published:
+        """Register the uploaded files as one version, checked by the plugin format's own
+        reader (the same rules as `nua plugin validate`), so what is published runs. It
+        belongs to the scope's workspace (visible there, or to its publisher only when
+        `private`); the server's own publish (no scope) is server-wide."""
+        _check_listing(files)
+        missing = [f.path for f in files if not await self.store.blobs.exists(f.sha256)]
+        if missing:
+            # The request is well formed; the server's state lacks what it names.
+            raise Refused("files_missing", f"{missing[0]}: its content was not uploaded first")
+        with tempfile.TemporaryDirectory(prefix="nua-publish-") as staging:
+            root = Path(staging)
+            for f in files:
+                data = await self.store.blobs.read(f.sha256)
+                if len(data) != f.size:
+                    raise Refused("invalid_plugin", f"{f.path}: listed as {f.size} bytes, is not")
+                try:
+                    await asyncio.to_thread(_write_file, root / f.path, data, f.executable)
+                except (OSError, ValueError) as exc:  # a name this file system cannot hold
+                    raise Refused("invalid_plugin", f"{f.path!r}: {exc}") from exc
+            try:
+                plugin = await asyncio.to_thread(read_plugin, root)
+            except PluginError as exc:
+                where = {"file": exc.file, "line": exc.line}
+                raise Refused("invalid_plugin", str(exc), **where) from exc
+        version = PluginVersion(
+            name=plugin.name,
+            version=plugin.version,
+            digest=plugin.digest,
+            description=plugin.description,
+            files=tuple(sorted(files, key=lambda f: f.path)),
+            published_at=self._clock(),
+            workspace_id=scope.workspace_id if scope else None,
+            publisher_id=scope.principal_id if scope else None,
+            visibility=visibility,
+        )
+        try:
+            stored, created = await self.store.publish_plugin(version)
+        except InvalidInput as exc:
+            raise Refused("files_missing", exc.reason) from exc
+        except WriteConflict as exc:
+            if exc.kind == "plugin name":
+                raise Refused("name_taken", f"plugin name {exc.key!r} {exc.reason}") from exc
+            raise Refused("version_exists", f"{exc.key} {exc.reason}") from exc
+        return Published(version=stored, created=created, ignored=plugin.ignored)
+
+    async def publish_dir(self, root: Path) -> Published:
+        """Publish a plugin directory on this machine (the built-in plugin)."""
+        plugin = await asyncio.to_thread(read_plugin, root)
+        for f in plugin.files:
+            await self.store.blobs.put(await asyncio.to_thread((root / f.path).read_bytes))
+        files = [PluginFile(f.path, f.sha256, f.size, f.executable) for f in plugin.files]
+        return await self.publish(files)
+
+    # -- reads (what the surfaces show) --------------------------------------------------
+
+    async def missing(self, sha256s: Sequence[str]) -> list[str]:
+        """The file contents of a coming publish that still need uploading."""
+        return sorted({s for s in sha256s if not await self.store.blobs.exists(s)})
+
+    async def upload(self, data: bytes) -> str:
+        """Store one plugin file's bytes; their sha256."""
+        if len(data) > MAX_FILE_BYTES:
+            raise Refused("invalid_plugin", f"a plugin file is at most {MAX_FILE_BYTES} bytes")
+        return (await self.store.blobs.put(data)).sha256
+
+    async def plugins(self, scope: Scope | None = None) -> list[PluginSummary]:
+        """The plugins the scope sees (with at least one version it sees)."""
+        out = []
+        for name in await self.store.list_plugins():
+            try:
+                out.append(await self.plugin(name, scope))
+            except Refused:
+                continue
+        return out
+
+    async def plugin(self, name: str, scope: Scope | None = None) -> PluginSummary:
+        try:
+            versions = await self.store.list_plugin_versions(name)
+        except NotFound as exc:
+            raise _hidden("plugin", name) from exc
+        if scope is not None:
+            versions = [v for v in versions if scope.sees(v)]
+        if not versions:
+            raise _hidden("plugin", name)
+        moves = await self.store.channel_history(name)
+        by_channel: dict[str, list[ChannelMove]] = {}
+        for m in moves:
+            by_channel.setdefault(m.channel, []).append(m)
+        channels = {c: t for c, ms in by_channel.items() if (t := channel_target(ms)) is not None}
+        return PluginSummary(name=name, versions=versions, channels=channels, history=moves)
+
+    async def version(self, name: str, version: str, scope: Scope | None = None) -> PluginVersion:
+        try:
+            found = await self._version(name, version)
+        except NotFound as exc:
+            raise _hidden("plugin version", f"{name}@{version}") from exc
+        if scope is not None and not scope.sees(found):
+            raise _hidden("plugin version", f"{name}@{version}")
+        return found
+
+    async def deployments(self, scope: Scope | None = None) -> list[DeploymentRecord]:
+        found = await self.store.list_deployments()
+        return [d for d in found if scope is None or scope.sees_deployment(d)]
+
+    async def deployment(self, name: str, scope: Scope | None = None) -> DeploymentRecord:
+        try:
+            found = await self.store.get_deployment(name)
+        except NotFound as exc:
+            raise _hidden("deployment", name) from exc
+        if scope is not None and not scope.sees_deployment(found):
+            raise _hidden("deployment", name)
+        return found
+
+    # -- writes ------------------------------------------------------------------------
+
+    async def release(
+        self, name: str, channel: str, version: str, scope: Scope | None = None
+    ) -> ChannelMove:
+        _check_name(channel, "channel")
+        await self._writable(name, scope)
+        if scope is not None:
+            await self.version(name, version, scope)
+        try:
+            return await self.store.release_plugin(name, channel, version, self._clock())
+        except NotFound as exc:
+            raise Refused("not_found", f"{name}@{version} is not published") from exc
+
+    async def rollback(self, name: str, channel: str, scope: Scope | None = None) -> ChannelMove:
+        await self._writable(name, scope)
+        try:
+            return await self.store.rollback_plugin(name, channel, self._clock())
+        except WriteConflict as exc:
+            raise Refused("no_earlier_release", f"{name} channel {channel} {exc.reason}") from exc
+
+    async def _writable(self, name: str, scope: Scope | None) -> None:
+        """Channels move only in the plugin's own workspace (the server moves its own)."""
+        if scope is None:
+            return
+        summary = await self.plugin(name, scope)
+        if summary.versions[0].workspace_id is None:
+            raise Refused("forbidden", f"plugin {name!r} is the server's own: its channels are not")
+
+    async def deploy(
+        self, name: str, spec: DeploymentSpec, scope: Scope | None = None
+    ) -> DeploymentRecord:
+        """Validate ``spec`` against the registry now, as the scope sees it, and save it
+        under its digest, in the scope's workspace. Its credential references must name
+        secrets of that workspace."""
+        _check_name(name, "deployment")
+        if spec.channel is not None and spec.version is not None:
+            raise Refused("invalid_deployment", "give a channel or a pinned version, not both")
+        try:
+            version = await self._target(spec, scope)
+        except NotFound as exc:
+            # Well formed, but the registry has no such thing (yet): a state conflict.
+            raise Refused(
+                "deployment_unresolvable", f"{exc.kind} {exc.key} does not exist"
+            ) from exc
+        plugin = await self.plugin_of(version)
+        servers = {s.name for s in plugin.mcp_servers}
+        where = f"{version.name}@{version.version}"
+        unknown = sorted(set(spec.tools) - servers)
+        unknown += sorted({c.server for c in spec.credentials} - servers - set(unknown))
+        unknown += sorted({e.server for e in spec.sandbox_env} - servers - set(unknown))
+        if unknown:
+            raise Refused(
+                "invalid_deployment",
+                f"tools: {', '.join(unknown)} is not an MCP server of "
+                f"{where} (it has: {_names(servers)})",
+            )
+        workspace_id = scope.workspace_id if scope else None
+        remote = remote_urls(plugin, spec)
+        if spec.sandbox_env and not spec.sandbox_env_confirmed:
+            raise Refused(
+                "invalid_deployment",
+                "sandbox_env puts secrets where code in the sandbox can read them, outside "
+                "the gateway's guarantee: confirm it with sandbox_env_confirmed "
+                "(nua deploy --confirm-sandbox-exposure)",
+            )
+        for entry in spec.sandbox_env:
+            if entry.server in remote:
+                raise Refused(
+                    "invalid_deployment",
+                    f"sandbox_env: {entry.server} is a remote server; give it a credential",
+                )
+        for server, url in remote.items():
+            host = urlsplit(url).hostname or ""
+            if not plugin.settings.access.allows_host(host):
+                raise Refused(
+                    "egress_denied",
+                    f"MCP server {server} at {host} is not in {where}'s egress list",
+                    host=host,
+                )
+        if workspace_id is not None:
+            wanted = [c.secret for c in spec.credentials] + [e.secret for e in spec.sandbox_env]
+            found = await self.store.existing_secrets(workspace_id, wanted)
+            for missing in (n for n in wanted if n not in found):
+                raise Refused(
+                    "secret_missing",
+                    f"credentials: no secret named {missing!r} in this workspace "
+                    f"(set it with `nua secret set {missing}`)",
+                    secret=missing,
+                )
+        record = DeploymentRecord(
+            name=name,
+            digest=deployment_digest(name, spec, workspace_id),
+            spec=spec.model_dump(mode="json", exclude_none=True),
+            created_at=self._clock(),
+            workspace_id=workspace_id,
+        )
+        try:
+            return await self.store.put_deployment(record)
+        except WriteConflict as exc:
+            raise Refused("name_taken", f"deployment name {name!r} {exc.reason}") from exc
+
+    async def _target(self, spec: DeploymentSpec, scope: Scope | None = None) -> PluginVersion:
+        """The version a spec names, as the scope sees it (an unseen one does not exist)."""
+        version = spec.version
+        if version is None:
+            version = await self.store.resolve_channel(spec.plugin, spec.channel or DEFAULT_CHANNEL)
+        found = await self._version(spec.plugin, version)
+        if scope is not None and not scope.sees(found):
+            raise NotFound("plugin version", f"{spec.plugin}@{version}")
+        return found
+
+    async def _version(self, name: str, version: str) -> PluginVersion:
+        # A published version never changes: read its (possibly long) file list once.
+        found = self._versions.get((name, version))
+        if found is None:
+            found = await self.store.get_plugin_version(name, version)
+            self._versions[(name, version)] = found
+        return found
+
+    async def plugin_of(self, version: PluginVersion) -> Plugin:
+        """A published version as the plugin format reads it (its servers, its access
+        policy). Read once per digest: a published version never changes."""
+        found = self._plugins.get(version.digest)
+        if found is None:
+            with tempfile.TemporaryDirectory(prefix="nua-plugin-") as staging:
+                root = Path(staging)
+                for f in version.files:
+                    data = await self.store.blobs.read(f.sha256)
+                    await asyncio.to_thread(_write_file, root / f.path, data, f.executable)
+                try:
+                    found = await asyncio.to_thread(read_plugin, root)
+                except PluginError as exc:  # published by a newer, laxer opennua
+                    raise Refused("invalid_plugin", str(exc)) from exc
+            self._plugins[version.digest] = found
+        return found
+
+    async def resolve(self, deployment: str, scope: Scope | None = None) -> ExecutionSnapshot:
+        """deployment → channel → version, once: the snapshot a new session is bound to.
+        A scope uses only its workspace's deployments and the versions it sees."""
+        try:
+            record = await self.deployment(deployment, scope)
+        except Refused as exc:
+            raise Refused("not_found", f"no deployment named {deployment!r}") from exc
+        spec = DeploymentSpec.model_validate(record.spec)
+        try:
+            version = await self._target(spec, scope)
+        except NotFound as exc:
+            raise Refused(
+                "deployment_unresolvable",
+                f"deployment {deployment!r}: {exc.kind} {exc.key} is gone or not yours to see",
+            ) from exc
+        return ExecutionSnapshot(
+            plugin=version.name,
+            version=version.version,
+            plugin_digest=version.digest,
+            deployment=record.name,
+            deployment_digest=record.digest,
+            model=spec.model,
+        )
+
+    async def spec_of(self, deployment_digest: str | None) -> DeploymentSpec | None:
+        """A session's deployment configuration. Configurations never change under their
+        digest, so each is read once per process."""
+        if deployment_digest is None:
+            return None
+        spec = self._specs.get(deployment_digest)
+        if spec is None:
+            record = await self.store.get_deployment_config(deployment_digest)
+            spec = self._specs[deployment_digest] = DeploymentSpec.model_validate(record.spec)
+        return spec
+
+    async def ensure_builtin(self, model: str) -> None:
+        """Publish the built-in plugin and keep the `default` deployment on it, so a session
+        without a deployment takes the same path as one with."""
+        try:
+            published = (await self.publish_dir(builtin_plugin_root())).version
+        except Refused as exc:
+            if exc.code != "version_exists":
+                raise
+            # Built-in files changed without a version bump: keep serving the published
+            # version (sessions must be able to rebuild it) rather than refuse to start.
+            log.warning("built-in plugin not republished: %s", exc.detail)
+            name = (await asyncio.to_thread(read_plugin, builtin_plugin_root())).name
+            published = (await self.store.list_plugin_versions(name))[-1]
+        name = published.name
+        try:
+            current: str | None = await self.store.resolve_channel(name, DEFAULT_CHANNEL)
+        except NotFound:
+            current = None
+        if current != published.version:
+            await self.release(name, DEFAULT_CHANNEL, published.version)
+        spec = DeploymentSpec(plugin=name, channel=DEFAULT_CHANNEL, model=model)
+        try:
+            deployed: str | None = (await self.store.get_deployment(DEFAULT_DEPLOYMENT)).digest
+        except NotFound:
+            deployed = None
+        if deployed != deployment_digest(DEFAULT_DEPLOYMENT, spec):
+            await self.deploy(DEFAULT_DEPLOYMENT, spec)
+
+
+def remote_urls(plugin: Plugin, spec: DeploymentSpec) -> dict[str, str]:
+    """Where each remote (streamable HTTP) MCP server of a deployment is: the plugin's
+    `.mcp.json` URL, or the deployment's `tools` override."""
+    out = {}
+    for server in plugin.mcp_servers:
+        override = spec.tools.get(server.name)
+        url = override.url if override is not None and override.url else server.url
+        if url is not None and (override is None or override.command is None):
+            out[server.name] = url
+    return out
+
+
+def _check_name(value: str, what: str) -> None:
+    if not re.match(_NAME, value):
+        raise Refused("invalid_" + ("deployment" if what == "deployment" else "plugin"),
+                      f"{what} name {value!r} must match {_NAME}")  # fmt: skip
+
+
+def _check_listing(files: Sequence[PluginFile]) -> None:
+    """Paths stay inside the staging directory; the format's reader checks the rest."""
+    if not files:
+        raise Refused("invalid_plugin", "a plugin has at least its manifest")
+    if len(files) > MAX_FILES:
+        raise Refused("invalid_plugin", f"more than {MAX_FILES} files")
+    by_path: dict[str, PluginFile] = {}
+    for f in files:
+        parts = f.path.split("/")
+        control = any(ord(c) < 0x20 or ord(c) == 0x7F for c in f.path)
+        if (
+            f.path.startswith("/")
+            or "\\" in f.path
+            or control
+            or any(p in ("", ".", "..") for p in parts)
+        ):
+            raise Refused("invalid_plugin", f"{f.path!r}: not a relative path inside the plugin")
+        if f.path in by_path:
+            raise Refused("invalid_plugin", f"{f.path}: listed twice")
+        if f.size > MAX_FILE_BYTES:
+            raise Refused("invalid_plugin", f"{f.path}: larger than {MAX_FILE_BYTES} bytes")
+        by_path[f.path] = f
+
+
+def _write_file(path: Path, data: bytes, executable: bool) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    path.chmod(0o755 if executable else 0o644)
+
+
+def _names(values: set[str]) -> str:
+    return ", ".join(sorted(values)) or "none"
+
+
+async def execution_principal(store: Store, spec: DeploymentSpec, workspace_id: str) -> str:
+    """The principal a deployment's turns run as in `workspace_id` (when they run as its
+    principal): `principal_id`, the placeholder resolved to the workspace's first owner."""
+    if spec.principal_id != OWNER_PLACEHOLDER:
+        return spec.principal_id
+    try:
+        await store.get_principal(spec.principal_id)
+        return spec.principal_id
+    except NotFound:
+        pass
+    owners = sorted(
+        m.principal_id
+        for m in await store.list_memberships(workspace_id=workspace_id)
+        if m.role == "owner"
+    )
+    if not owners:
+        raise Refused("not_found", "the workspace has no owner to run as")
+    return owners[0]

@@ -1,0 +1,112 @@
+"""Folded session states and the snapshot policy (docs/server.md, "Catch-up").
+
+A snapshot request reduces only the log's new tail onto a cached state; the cache keeps
+the most recently used sessions. A state is stored as a snapshot every `SNAPSHOT_EVERY`
+actions and whenever a turn ends, so a cold read (a new Host process) never replays a
+long log. Reading is the only way states change here: the log is the truth.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import OrderedDict
+from collections.abc import AsyncIterator
+
+from opennua.protocol import (
+    SessionState,
+    action_from_dict,
+    copy_state,
+    initial_state,
+    reduce,
+    state_from_json,
+    state_to_json,
+)
+from opennua.store import Store
+
+_log = logging.getLogger(__name__)
+
+SNAPSHOT_EVERY = 500
+CACHE_SESSIONS = 256
+_PAGE = 1000
+
+
+class SessionStates:
+    """An LRU of reduced states over one store, advanced to the log's end on every read."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        snapshot_every: int = SNAPSHOT_EVERY,
+        max_sessions: int = CACHE_SESSIONS,
+    ) -> None:
+        self._store = store
+        self._snapshot_every = snapshot_every
+        self._max_sessions = max_sessions
+        # session -> (state, seq of the snapshot stored last)
+        self._states: OrderedDict[str, tuple[SessionState, int]] = OrderedDict()
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    def __len__(self) -> int:
+        return len(self._states)
+
+    async def snapshot(self, session_id: str) -> tuple[int, SessionState]:
+        """`(seq, state)` at the log's end; the state is the caller's to change."""
+        state = await self.fold(session_id)
+        return state["seq"], copy_state(state)
+
+    async def snapshot_json(self, session_id: str) -> tuple[int, str]:
+        """`(seq, canonical state JSON)`, without copying the state (the catch-up path)."""
+        state = await self.fold(session_id)
+        return state["seq"], state_to_json(state)
+
+    async def fold(self, session_id: str) -> SessionState:
+        """The cached state advanced to the log's end (shared: callers must not mutate).
+
+        NotFound for an unknown session.
+        """
+        if session_id not in self._states:
+            # Checked before a lock exists: unknown ids must not leave one behind.
+            await self._store.get_session(session_id)
+        lock = self._locks.setdefault(session_id, asyncio.Lock())
+        async with lock:
+            cached = self._states.get(session_id)
+            if cached is None:
+                stored = await self._store.get_snapshot(session_id)
+                if stored is None:
+                    cached = (initial_state(), 0)
+                else:
+                    cached = (state_from_json(stored.state_json), stored.seq)
+            state, snapshot_seq = cached
+            turn_ended = False
+            while True:
+                page = await self._store.read(session_id, state["seq"], _PAGE)
+                for raw in page:
+                    state = reduce(state, action_from_dict(raw))
+                    turn_ended = turn_ended or raw["type"] == "turn.ended"
+                if len(page) < _PAGE:
+                    break
+            if state["seq"] > snapshot_seq and (
+                turn_ended or state["seq"] - snapshot_seq >= self._snapshot_every
+            ):
+                await self._store.put_snapshot(session_id, state["seq"], state_to_json(state))
+                snapshot_seq = state["seq"]
+            self._states[session_id] = (state, snapshot_seq)
+            self._states.move_to_end(session_id)
+            while len(self._states) > self._max_sessions:
+                evicted, _ = self._states.popitem(last=False)
+                self._locks.pop(evicted, None)
+            return state
+
+    async def keep_snapshots(self, wakeups: AsyncIterator[tuple[str, int]]) -> None:
+        """Run until cancelled: fold every session that grows, so snapshots are stored
+        (every ~500 actions and at turn end) even when no client asks for one."""
+        async for session_id, _seq in wakeups:
+            try:
+                await self.fold(session_id)
+            except Exception:
+                _log.warning("snapshot of %s failed", session_id, exc_info=True)
+
+
+__all__ = ["SNAPSHOT_EVERY", "SessionStates"]

@@ -1,0 +1,146 @@
+"""The step writer: every durable change of an execution goes through it.
+
+`apply` changes the state and queues the op; `commit` makes the step durable with its
+events and ledger ops: the queued ops become one checkpoint step, and now and then a full
+checkpoint. Commits are pipelined through one journal writer task (`_drain`): `commit`
+queues the step and returns, and the loop goes on computing the next one while the writer
+waits on the disk; steps queued meanwhile land together in the writer's next commit (group
+commit: one transaction, their checkpoint ops merged into one step record). `settle` waits
+until everything queued is durable; the queue is bounded, so the loop never runs far ahead.
+
+Deltas (`push`) are batched by count and age and emitted without a checkpoint, always after
+every queued step, so the log keeps its order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from contextlib import suppress
+
+from opennua.runtime._checkpoint import encode_full, encode_step
+from opennua.runtime._env import Limits
+from opennua.runtime._events import RuntimeEvent
+from opennua.runtime._journal import CheckpointRecord, Journal, LedgerOp
+from opennua.runtime._ops import Op
+from opennua.runtime._pending import Step, merge_steps
+from opennua.runtime._state import ExecState, apply
+
+#: A full checkpoint is written once the steps since the last one reach this many times its
+#: (compressed) size: a resume reads at most (1 + this) times a full's size, and the fulls
+#: written add up to a bounded multiple of the history (each one ~3x the one before).
+COMPACT_FACTOR = 2
+#: Steps queued behind the commit in flight before the loop waits for the disk.
+MAX_QUEUED = 64
+
+
+class StepWriter:
+    def __init__(
+        self,
+        journal: Journal,
+        state: ExecState,
+        limits: Limits,
+        clock: Callable[[], float],
+        *,
+        full_bytes: int = 0,
+        step_bytes: int = 0,
+    ) -> None:
+        """`full_bytes` and `step_bytes`: the stored full checkpoint's size and the bytes of
+        the steps after it, when resuming (they decide when the next full is due)."""
+        self.state = state
+        self._journal = journal
+        self._limits = limits
+        self._clock = clock
+        self._ops: list[Op] = []
+        self._buf: list[RuntimeEvent] = []
+        self._buf_t0 = 0.0
+        self._last_full = COMPACT_FACTOR * full_bytes
+        self._since_full = step_bytes
+        self._queued: list[Step] = []
+        self._writer: asyncio.Future[None] | None = None
+        #: Steps committed (queued) and made durable so far; `on_durable` is told each time
+        #: some became durable (spans wait for their actions' seqs this way).
+        self.queued_steps = 0
+        self.durable_steps = 0
+        self.on_durable: Callable[[], None] | None = None
+
+    def apply(self, op: Op) -> None:
+        """Change the state now; the op is stored with the next `commit`."""
+        apply(self.state, op)
+        self._ops.append(op)
+
+    async def commit(self, events: list[RuntimeEvent], ledger: Sequence[LedgerOp] = ()) -> None:
+        """Queue one step: `events`, the ops applied since the last commit, `ledger`. A
+        failed earlier commit (e.g. `OwnershipLost`) is raised here."""
+        await self.flush()
+        state = self.state
+        ops, self._ops = self._ops, []
+        step_no = state.step_no + 1
+        digest = state.snapshot_digest if step_no == 1 else None
+        payload = encode_step(state, ops, digest=digest)
+        full = None
+        self._since_full += len(payload)
+        if step_no > 1 and self._since_full >= max(self._last_full, self._limits.compact_min_bytes):
+            state.step_no = step_no
+            full = encode_full(state)
+            self._last_full, self._since_full = COMPACT_FACTOR * len(full), 0
+        if len(self._queued) >= MAX_QUEUED:
+            await self.settle()
+        self._queued.append(Step(events, CheckpointRecord(step_no, payload, full), ledger))
+        self.queued_steps += 1
+        writer = self._writer
+        if writer is None or writer.done():
+            if writer is not None:
+                writer.result()  # a failed commit stops the loop here
+            self._writer = asyncio.ensure_future(self._drain())
+        state.step_no = step_no
+
+    async def push(self, event: RuntimeEvent) -> None:
+        """A delta: emitted in batches (by count and age), without a checkpoint."""
+        if not self._buf:
+            self._buf_t0 = self._clock()
+        self._buf.append(event)
+        if (
+            len(self._buf) >= self._limits.delta_batch_size
+            or self._clock() - self._buf_t0 >= self._limits.delta_batch_seconds
+        ):
+            await self.flush()
+
+    async def flush(self) -> None:
+        """Emit the batched deltas, after everything queued is durable."""
+        if self._buf:
+            batch, self._buf = self._buf, []
+            await self.settle()
+            await self._journal.emit(batch)
+
+    async def settle(self) -> None:
+        """Wait until every queued step is durable; a failed commit is raised here."""
+        writer = self._writer
+        if writer is not None:
+            await writer
+            self._writer = None
+
+    async def poll(self) -> None:
+        """Let the writer reach the journal; if it already ended, settle it, so a failed
+        commit stops the loop before it starts more work."""
+        if self._writer is not None:
+            await asyncio.sleep(0)
+            if self._writer.done():
+                await self.settle()
+
+    async def abandon(self) -> None:
+        """Leaving with an error while steps are queued: let them land (they are valid
+        steps) without raising over the error already propagating."""
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            with suppress(BaseException):
+                await writer
+
+    async def _drain(self) -> None:
+        while self._queued:
+            batch, self._queued = self._queued, []
+            events, checkpoints, ledger = merge_steps(batch)
+            await self._journal.commit(events, checkpoints, ledger)
+            self.durable_steps += len(batch)
+            if self.on_durable is not None:
+                self.on_durable()

@@ -1,0 +1,460 @@
+"""Writes and reads of who may do what: workspaces, principals, memberships, API tokens
+and execution grants. The store keeps these facts; `opennua.auth` decides with them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from ._actions import EncodedAction, action_from_row
+from ._errors import NotFound, WriteConflict
+from ._json import dumps, loads
+from ._log_ops import append_to_request_session
+from ._records import (
+    Execution,
+    GrantRecord,
+    MembershipRecord,
+    PrincipalRecord,
+    TokenRecord,
+    UsageRow,
+    WorkspaceRecord,
+)
+from ._sql import EXEC_COLS, Dialect, Effects, Op, Program, Query, Row, execution_from_row
+
+_PRINCIPAL_COLS = "principal_id, kind, name, workspace_id, created_by, created_at, disabled_at"
+_TOKEN_COLS = "token_id, principal_id, secret_hash, name, created_at, expires_at, revoked_at"
+_GRANT_COLS = (
+    "execution_id, principal_id, workspace_id, token_id, snapshot_digest, model, caps, "
+    "expires_at, revoked_at, revoked_reason"
+)
+_USAGE_KINDS = (
+    "input_tokens",
+    "output_tokens",
+    "cache_read_input_tokens",
+    "cache_creation_input_tokens",
+    "reasoning_output_tokens",
+)
+
+
+def _principal(r: Row) -> PrincipalRecord:
+    return PrincipalRecord(
+        principal_id=r[0],
+        kind=r[1],
+        name=r[2],
+        workspace_id=r[3],
+        created_by=r[4],
+        created_at=r[5],
+        disabled_at=r[6],
+    )
+
+
+def _token(r: Row) -> TokenRecord:
+    return TokenRecord(
+        token_id=r[0],
+        principal_id=r[1],
+        secret_hash=r[2],
+        name=r[3],
+        created_at=r[4],
+        expires_at=r[5],
+        revoked_at=r[6],
+    )
+
+
+def _grant(r: Row) -> GrantRecord:
+    return GrantRecord(
+        execution_id=r[0],
+        principal_id=r[1],
+        workspace_id=r[2],
+        token_id=r[3],
+        snapshot_digest=r[4],
+        model=r[5],
+        caps=loads(r[6]),
+        expires_at=r[7],
+        revoked_at=r[8],
+        revoked_reason=r[9],
+    )
+
+
+# -- writes ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class InsertWorkspace(Op):
+    workspace: WorkspaceRecord
+
+    def run(self, d: Dialect, fx: Effects) -> Program[WorkspaceRecord]:
+        w = self.workspace
+        rows = yield Query(
+            "INSERT INTO workspaces (workspace_id, name, created_at) VALUES (?, ?, ?) "
+            "ON CONFLICT DO NOTHING RETURNING workspace_id",
+            (w.workspace_id, w.name, w.created_at),
+        )
+        if not rows:
+            raise WriteConflict("workspace", w.name, "already exists")
+        return w
+
+
+@dataclass(frozen=True, slots=True)
+class InsertPrincipal(Op):
+    principal: PrincipalRecord
+
+    def run(self, d: Dialect, fx: Effects) -> Program[PrincipalRecord]:
+        p = self.principal
+        rows = yield Query(
+            f"INSERT INTO principals ({_PRINCIPAL_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT DO NOTHING RETURNING principal_id",
+            (
+                p.principal_id,
+                p.kind,
+                p.name,
+                p.workspace_id,
+                p.created_by,
+                p.created_at,
+                p.disabled_at,
+            ),
+        )
+        if not rows:
+            raise WriteConflict("principal", p.name, "already exists")
+        return p
+
+
+@dataclass(frozen=True, slots=True)
+class DisablePrincipal(Op):
+    principal_id: str
+    now: float
+
+    def run(self, d: Dialect, fx: Effects) -> Program[None]:
+        rows = yield Query(
+            "UPDATE principals SET disabled_at = COALESCE(disabled_at, ?) "
+            "WHERE principal_id = ? RETURNING principal_id",
+            (self.now, self.principal_id),
+        )
+        if not rows:
+            raise NotFound("principal", self.principal_id)
+
+
+@dataclass(frozen=True, slots=True)
+class SetMembership(Op):
+    membership: MembershipRecord
+
+    def run(self, d: Dialect, fx: Effects) -> Program[MembershipRecord]:
+        m = self.membership
+        yield Query(
+            "INSERT INTO memberships (workspace_id, principal_id, role, created_at) "
+            "VALUES (?, ?, ?, ?) ON CONFLICT (workspace_id, principal_id) "
+            "DO UPDATE SET role = excluded.role",
+            (m.workspace_id, m.principal_id, m.role, m.created_at),
+        )
+        return m
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveMembership(Op):
+    workspace_id: str
+    principal_id: str
+
+    def run(self, d: Dialect, fx: Effects) -> Program[bool]:
+        rows = yield Query(
+            "DELETE FROM memberships WHERE workspace_id = ? AND principal_id = ? "
+            "RETURNING principal_id",
+            (self.workspace_id, self.principal_id),
+        )
+        return bool(rows)
+
+
+@dataclass(frozen=True, slots=True)
+class InsertToken(Op):
+    token: TokenRecord
+
+    def run(self, d: Dialect, fx: Effects) -> Program[TokenRecord]:
+        t = self.token
+        rows = yield Query(
+            f"INSERT INTO api_tokens ({_TOKEN_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT DO NOTHING RETURNING token_id",
+            (
+                t.token_id,
+                t.principal_id,
+                t.secret_hash,
+                t.name,
+                t.created_at,
+                t.expires_at,
+                t.revoked_at,
+            ),
+        )
+        if not rows:
+            raise WriteConflict("token", t.token_id, "already exists")
+        return t
+
+
+@dataclass(frozen=True, slots=True)
+class RevokeToken(Op):
+    token_id: str
+    now: float
+
+    def run(self, d: Dialect, fx: Effects) -> Program[None]:
+        rows = yield Query(
+            "UPDATE api_tokens SET revoked_at = COALESCE(revoked_at, ?) "
+            "WHERE token_id = ? RETURNING token_id",
+            (self.now, self.token_id),
+        )
+        if not rows:
+            raise NotFound("token", self.token_id)
+
+
+@dataclass(frozen=True, slots=True)
+class AdoptOrphans(Op):
+    """Sessions from before workspaces existed join `workspace_id`, run by `principal_id`."""
+
+    workspace_id: str
+    principal_id: str
+
+    def run(self, d: Dialect, fx: Effects) -> Program[int]:
+        rows = yield Query(
+            "UPDATE sessions SET workspace_id = ?, principal_id = COALESCE(principal_id, ?) "
+            "WHERE workspace_id IS NULL RETURNING session_id",
+            (self.workspace_id, self.principal_id),
+        )
+        return len(rows)
+
+
+@dataclass(frozen=True, slots=True)
+class PutGrant(Op):
+    grant: GrantRecord
+
+    def run(self, d: Dialect, fx: Effects) -> Program[GrantRecord]:
+        g = self.grant
+        yield Query(
+            f"INSERT INTO execution_grants ({_GRANT_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (execution_id) DO NOTHING",
+            (
+                g.execution_id,
+                g.principal_id,
+                g.workspace_id,
+                g.token_id,
+                g.snapshot_digest,
+                g.model,
+                None if g.caps is None else dumps(g.caps, "a grant's caps"),
+                g.expires_at,
+                g.revoked_at,
+                g.revoked_reason,
+            ),
+        )
+        return g
+
+
+@dataclass(frozen=True, slots=True)
+class RenewGrant(Op):
+    """Move a live grant's expiry on (never back); False if it is revoked or gone."""
+
+    execution_id: str
+    expires_at: float
+
+    def run(self, d: Dialect, fx: Effects) -> Program[bool]:
+        rows = yield Query(
+            "UPDATE execution_grants SET expires_at = CASE WHEN expires_at < ? THEN ? "
+            "ELSE expires_at END WHERE execution_id = ? AND revoked_at IS NULL "
+            "RETURNING execution_id",
+            (self.expires_at, self.expires_at, self.execution_id),
+        )
+        return bool(rows)
+
+
+@dataclass(frozen=True, slots=True)
+class RevokeGrant(Op):
+    execution_id: str
+    now: float
+    reason: str
+
+    def run(self, d: Dialect, fx: Effects) -> Program[None]:
+        yield Query(
+            "UPDATE execution_grants SET revoked_at = ?, revoked_reason = ? "
+            "WHERE execution_id = ? AND revoked_at IS NULL",
+            (self.now, self.reason, self.execution_id),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class EndUnowned(Op):
+    """End an execution nobody runs (parked for input, or queued) with `status`: its open
+    input requests close and `actions` (its `turn.ended`) append, in this one unit. None
+    if it was running or already over (its runner, if any, ends it instead)."""
+
+    execution_id: str
+    status: str
+    error: Any
+    now: float
+    actions: tuple[EncodedAction, ...]
+
+    def run(self, d: Dialect, fx: Effects) -> Program[Execution | None]:
+        rows = yield Query(
+            "UPDATE executions SET status = ?, error = ?, finished_at = ? "
+            "WHERE execution_id = ? AND status IN ('waiting_input', 'queued') "
+            f"AND owner IS NULL RETURNING {EXEC_COLS}",
+            (
+                self.status,
+                None if self.error is None else dumps(self.error, "an execution's error"),
+                self.now,
+                self.execution_id,
+            ),
+        )
+        if not rows:
+            return None
+        ended = execution_from_row(rows[0])
+        yield Query(
+            "UPDATE input_requests SET status = 'cancelled', resolved_at = ? "
+            "WHERE execution_id = ? AND status = 'open'",
+            (self.now, self.execution_id),
+        )
+        yield from append_to_request_session(d, ended.session_id, self.actions, fx)
+        return ended
+
+
+# -- reads -----------------------------------------------------------------------------
+
+
+def get_workspace(workspace_id: str) -> Program[WorkspaceRecord]:
+    rows = yield Query(
+        "SELECT workspace_id, name, created_at FROM workspaces WHERE workspace_id = ?",
+        (workspace_id,),
+    )
+    if not rows:
+        raise NotFound("workspace", workspace_id)
+    return WorkspaceRecord(workspace_id=rows[0][0], name=rows[0][1], created_at=rows[0][2])
+
+
+def list_workspaces() -> Program[list[WorkspaceRecord]]:
+    rows = yield Query("SELECT workspace_id, name, created_at FROM workspaces ORDER BY created_at")
+    return [WorkspaceRecord(workspace_id=r[0], name=r[1], created_at=r[2]) for r in rows]
+
+
+def get_principal(principal_id: str) -> Program[PrincipalRecord]:
+    rows = yield Query(
+        f"SELECT {_PRINCIPAL_COLS} FROM principals WHERE principal_id = ?", (principal_id,)
+    )
+    if not rows:
+        raise NotFound("principal", principal_id)
+    return _principal(rows[0])
+
+
+def list_principals(kind: str | None) -> Program[list[PrincipalRecord]]:
+    where, params = ("WHERE kind = ? ", (kind,)) if kind else ("", ())
+    rows = yield Query(
+        f"SELECT {_PRINCIPAL_COLS} FROM principals {where}ORDER BY created_at, principal_id",
+        params,
+    )
+    return [_principal(r) for r in rows]
+
+
+def list_memberships(
+    workspace_id: str | None, principal_id: str | None
+) -> Program[list[MembershipRecord]]:
+    where: list[str] = []
+    params: list[Any] = []
+    if workspace_id is not None:
+        where.append("workspace_id = ?")
+        params.append(workspace_id)
+    if principal_id is not None:
+        where.append("principal_id = ?")
+        params.append(principal_id)
+    clause = f"WHERE {' AND '.join(where)} " if where else ""
+    rows = yield Query(
+        "SELECT workspace_id, principal_id, role, created_at FROM memberships "
+        f"{clause}ORDER BY created_at, workspace_id, principal_id",
+        params,
+    )
+    return [
+        MembershipRecord(workspace_id=r[0], principal_id=r[1], role=r[2], created_at=r[3])
+        for r in rows
+    ]
+
+
+def get_token(token_id: str) -> Program[TokenRecord]:
+    rows = yield Query(f"SELECT {_TOKEN_COLS} FROM api_tokens WHERE token_id = ?", (token_id,))
+    if not rows:
+        raise NotFound("token", token_id)
+    return _token(rows[0])
+
+
+def list_tokens(principal_id: str) -> Program[list[TokenRecord]]:
+    rows = yield Query(
+        f"SELECT {_TOKEN_COLS} FROM api_tokens WHERE principal_id = ? ORDER BY created_at",
+        (principal_id,),
+    )
+    return [_token(r) for r in rows]
+
+
+def get_grant(execution_id: str) -> Program[GrantRecord | None]:
+    rows = yield Query(
+        f"SELECT {_GRANT_COLS} FROM execution_grants WHERE execution_id = ?", (execution_id,)
+    )
+    return _grant(rows[0]) if rows else None
+
+
+def grant_facts(
+    execution_id: str,
+) -> Program[tuple[GrantRecord, PrincipalRecord | None, str | None, TokenRecord | None] | None]:
+    """An execution's grant with the facts it is checked against (its principal, their
+    role in the grant's workspace, the token it came with), in one query: it runs at
+    every heartbeat and every answer."""
+    principal = ", ".join(f"p.{c}" for c in _PRINCIPAL_COLS.split(", "))
+    token = ", ".join(f"t.{c}" for c in _TOKEN_COLS.split(", "))
+    grant = ", ".join(f"g.{c}" for c in _GRANT_COLS.split(", "))
+    rows = yield Query(
+        f"SELECT {grant}, {principal}, m.role, {token} FROM execution_grants g "
+        "LEFT JOIN principals p ON p.principal_id = g.principal_id "
+        "LEFT JOIN memberships m ON m.workspace_id = g.workspace_id "
+        "AND m.principal_id = g.principal_id "
+        "LEFT JOIN api_tokens t ON t.token_id = g.token_id "
+        "WHERE g.execution_id = ?",
+        (execution_id,),
+    )
+    if not rows:
+        return None
+    r = rows[0]
+    g, p, role, t = r[:10], r[10:17], r[17], r[18:25]
+    return (
+        _grant(g),
+        _principal(p) if p[0] is not None else None,
+        role,
+        _token(t) if t[0] is not None else None,
+    )
+
+
+def usage_rows(workspace_ids: list[str], since: float | None) -> Program[list[UsageRow]]:
+    """Every `usage.recorded` of sessions in these workspaces, attributed to the principal
+    of the execution whose turn recorded it (the execution principal pays)."""
+    if not workspace_ids:
+        return []
+    marks = ",".join("?" * len(workspace_ids))
+    rows = yield Query(
+        "SELECT s.workspace_id, a.session_id, a.action_id, a.type, a.body "
+        "FROM actions a JOIN sessions s "
+        f"ON s.session_id = a.session_id WHERE a.type = 'usage.recorded' "
+        f"AND s.workspace_id IN ({marks})",
+        list(workspace_ids),
+    )
+    executions = yield Query(
+        "SELECT e.turn_id, e.principal_id FROM executions e JOIN sessions s "
+        f"ON s.session_id = e.session_id WHERE s.workspace_id IN ({marks})",
+        list(workspace_ids),
+    )
+    principal_of = {r[0]: r[1] for r in executions}
+    out = []
+    for workspace_id, session_id, action_id, kind, body in rows:
+        action = action_from_row(session_id, action_id, kind, body)
+        data = action.get("data") or {}
+        stamp = str(action.get("ts") or "")
+        out.append(
+            UsageRow(
+                workspace_id=workspace_id,
+                principal_id=principal_of.get(action.get("turn_id")),
+                model=f"{data.get('provider', '')}:{data.get('model', '')}",
+                ts=stamp,
+                tokens={k: int(data.get(k) or 0) for k in _USAGE_KINDS},
+            )
+        )
+    if since is not None:
+        cut = datetime.fromtimestamp(since, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+        out = [u for u in out if u.ts >= cut]
+    return out

@@ -1,0 +1,440 @@
+"""Automation's records, write programs and reads: schedules and their fires, webhooks and
+their deliveries, and the scheduler's lease (docs/automation.md).
+
+A fire is keyed by ``(schedule_id, fire_at)`` and a delivery by ``(hook_id, delivery_id)``;
+each is written in the unit that accepts the execution it started, so "one run per slot"
+and "one run per delivery" are facts of the store, not of a process. Only the holder of
+the scheduler lease fires: :class:`CheckSchedulerLease` in a unit is its fence, the same
+rule as an execution's epoch (a unit written under a stale epoch writes nothing).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ._errors import Fenced, NotFound, WriteConflict
+from ._sql import Dialect, Effects, Op, Program, Query, Row
+
+SCHEDULER_LEASE = "scheduler"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScheduleRecord:
+    schedule_id: str
+    workspace_id: str
+    name: str
+    cron: str
+    timezone: str
+    deployment: str
+    prompt: str
+    misfire: str
+    created_by: str
+    created_at: float
+    session_id: str | None = None
+    paused: bool = False
+    next_fire_at: float | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FireRecord:
+    schedule_id: str
+    fire_at: float
+    fired_at: float
+    session_id: str
+    turn_id: str
+    execution_id: str
+    scheduler_id: str
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HookRecord:
+    hook_id: str
+    workspace_id: str
+    name: str
+    deployment: str
+    prompt: str
+    secret_name: str
+    max_bytes: int
+    created_by: str
+    created_at: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeliveryRecord:
+    hook_id: str
+    delivery_id: str
+    body_sha256: str
+    received_at: float
+    session_id: str
+    turn_id: str
+    execution_id: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SchedulerLease:
+    owner: str
+    epoch: int
+    expires_at: float
+
+
+# -- row mapping ---------------------------------------------------------------------------
+
+_SCHEDULE_COLS = (
+    "schedule_id, workspace_id, name, cron, timezone, deployment, prompt, misfire, "
+    "created_by, created_at, session_id, paused, next_fire_at"
+)
+_FIRE_COLS = (
+    "schedule_id, fire_at, fired_at, session_id, turn_id, execution_id, scheduler_id, epoch"
+)
+_HOOK_COLS = (
+    "hook_id, workspace_id, name, deployment, prompt, secret_name, max_bytes, created_by, "
+    "created_at"
+)
+_DELIVERY_COLS = "hook_id, delivery_id, body_sha256, received_at, session_id, turn_id, execution_id"
+
+
+def _schedule(r: Row) -> ScheduleRecord:
+    return ScheduleRecord(
+        schedule_id=r[0],
+        workspace_id=r[1],
+        name=r[2],
+        cron=r[3],
+        timezone=r[4],
+        deployment=r[5],
+        prompt=r[6],
+        misfire=r[7],
+        created_by=r[8],
+        created_at=r[9],
+        session_id=r[10],
+        paused=bool(r[11]),
+        next_fire_at=r[12],
+    )
+
+
+def _fire(r: Row) -> FireRecord:
+    return FireRecord(
+        schedule_id=r[0],
+        fire_at=r[1],
+        fired_at=r[2],
+        session_id=r[3],
+        turn_id=r[4],
+        execution_id=r[5],
+        scheduler_id=r[6],
+        epoch=r[7],
+    )
+
+
+def _hook(r: Row) -> HookRecord:
+    return HookRecord(
+        hook_id=r[0],
+        workspace_id=r[1],
+        name=r[2],
+        deployment=r[3],
+        prompt=r[4],
+        secret_name=r[5],
+        max_bytes=r[6],
+        created_by=r[7],
+        created_at=r[8],
+    )
+
+
+def _delivery(r: Row) -> DeliveryRecord:
+    return DeliveryRecord(
+        hook_id=r[0],
+        delivery_id=r[1],
+        body_sha256=r[2],
+        received_at=r[3],
+        session_id=r[4],
+        turn_id=r[5],
+        execution_id=r[6],
+    )
+
+
+# -- schedules -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class InsertSchedule(Op):
+    schedule: ScheduleRecord
+
+    def run(self, d: Dialect, fx: Effects) -> Program[ScheduleRecord]:
+        s = self.schedule
+        rows = yield Query(
+            f"INSERT INTO schedules ({_SCHEDULE_COLS}) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING "
+            "RETURNING schedule_id",
+            (s.schedule_id, s.workspace_id, s.name, s.cron, s.timezone, s.deployment, s.prompt,
+             s.misfire, s.created_by, s.created_at, s.session_id, int(s.paused),
+             s.next_fire_at),
+        )  # fmt: skip
+        if not rows:
+            raise WriteConflict("schedule", s.name, "already exists in this workspace")
+        return s
+
+
+@dataclass(frozen=True, slots=True)
+class SetSchedulePaused(Op):
+    """Pause, or resume from ``next_fire_at`` (the slot after now: nothing is caught up)."""
+
+    schedule_id: str
+    paused: bool
+    next_fire_at: float | None
+
+    def run(self, d: Dialect, fx: Effects) -> Program[ScheduleRecord]:
+        current = yield from get_schedule(self.schedule_id)
+        next_fire_at = current.next_fire_at if self.paused else self.next_fire_at
+        yield Query(
+            "UPDATE schedules SET paused = ?, next_fire_at = ? WHERE schedule_id = ?",
+            (int(self.paused), next_fire_at, self.schedule_id),
+        )
+        return replace(current, paused=self.paused, next_fire_at=next_fire_at)
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteSchedule(Op):
+    """The schedule goes; its fires stay (they name runs that happened)."""
+
+    schedule_id: str
+
+    def run(self, d: Dialect, fx: Effects) -> Program[None]:
+        rows = yield Query(
+            "DELETE FROM schedules WHERE schedule_id = ? RETURNING schedule_id",
+            (self.schedule_id,),
+        )
+        if not rows:
+            raise NotFound("schedule", self.schedule_id)
+
+
+@dataclass(frozen=True, slots=True)
+class CheckSchedulerLease(Op):
+    """The scheduler's fence: void the unit unless ``owner`` still holds the lease at
+    ``epoch`` (on PostgreSQL the row is locked, so a takeover waits for this unit)."""
+
+    owner: str
+    epoch: int
+
+    def run(self, d: Dialect, fx: Effects) -> Program[None]:
+        rows = yield Query(
+            f"SELECT owner, epoch FROM scheduler_leases WHERE name = ?{d.lock_row}",
+            (SCHEDULER_LEASE,),
+        )
+        if not rows or rows[0][0] != self.owner or rows[0][1] != self.epoch:
+            current = rows[0][1] if rows else None
+            raise Fenced(SCHEDULER_LEASE, self.epoch, current, "taken over")
+
+
+@dataclass(frozen=True, slots=True)
+class AdvanceSchedule(Op):
+    """Move a schedule's next slot on, only from the slot the scheduler read (so two
+    decisions about one slot cannot both advance it)."""
+
+    schedule_id: str
+    expected: float
+    next_fire_at: float | None
+
+    def run(self, d: Dialect, fx: Effects) -> Program[bool]:
+        rows = yield Query(
+            "UPDATE schedules SET next_fire_at = ? WHERE schedule_id = ? AND next_fire_at = ? "
+            "RETURNING schedule_id",
+            (self.next_fire_at, self.schedule_id, self.expected),
+        )
+        return bool(rows)
+
+
+@dataclass(frozen=True, slots=True)
+class InsertFire(Op):
+    """One fire per slot: a second for the same slot voids its unit (``WriteConflict``)."""
+
+    fire: FireRecord
+
+    def run(self, d: Dialect, fx: Effects) -> Program[FireRecord]:
+        f = self.fire
+        rows = yield Query(
+            f"INSERT INTO schedule_fires ({_FIRE_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT DO NOTHING RETURNING schedule_id",
+            (f.schedule_id, f.fire_at, f.fired_at, f.session_id, f.turn_id, f.execution_id,
+             f.scheduler_id, f.epoch),
+        )  # fmt: skip
+        if not rows:
+            raise WriteConflict("schedule fire", f"{f.schedule_id}@{f.fire_at}", "already fired")
+        return f
+
+
+@dataclass(frozen=True, slots=True)
+class AcquireSchedulerLease(Op):
+    """Take the lease if it is free or expired (epoch + 1), renew it if ``owner`` holds it
+    (same epoch); None when someone else holds it."""
+
+    owner: str
+    now: float
+    ttl: float
+
+    def run(self, d: Dialect, fx: Effects) -> Program[SchedulerLease | None]:
+        yield Query(
+            "INSERT INTO scheduler_leases (name, owner, epoch, expires_at) VALUES (?, '', 0, 0) "
+            "ON CONFLICT DO NOTHING",
+            (SCHEDULER_LEASE,),
+        )
+        rows = yield Query(
+            f"SELECT owner, epoch, expires_at FROM scheduler_leases WHERE name = ?{d.lock_row}",
+            (SCHEDULER_LEASE,),
+        )
+        owner, epoch, expires_at = rows[0]
+        if owner == self.owner and expires_at > self.now:
+            new_epoch = epoch
+        elif expires_at <= self.now:
+            new_epoch = epoch + 1
+        else:
+            return None
+        expires = self.now + self.ttl
+        yield Query(
+            "UPDATE scheduler_leases SET owner = ?, epoch = ?, expires_at = ? WHERE name = ?",
+            (self.owner, new_epoch, expires, SCHEDULER_LEASE),
+        )
+        return SchedulerLease(owner=self.owner, epoch=new_epoch, expires_at=expires)
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseSchedulerLease(Op):
+    owner: str
+    epoch: int
+
+    def run(self, d: Dialect, fx: Effects) -> Program[None]:
+        yield Query(
+            "UPDATE scheduler_leases SET expires_at = 0 WHERE name = ? AND owner = ? AND epoch = ?",
+            (SCHEDULER_LEASE, self.owner, self.epoch),
+        )
+
+
+def get_schedule(schedule_id: str) -> Program[ScheduleRecord]:
+    rows = yield Query(
+        f"SELECT {_SCHEDULE_COLS} FROM schedules WHERE schedule_id = ?", (schedule_id,)
+    )
+    if not rows:
+        raise NotFound("schedule", schedule_id)
+    return _schedule(rows[0])
+
+
+def list_schedules(workspace_id: str | None) -> Program[list[ScheduleRecord]]:
+    if workspace_id is None:
+        rows = yield Query(f"SELECT {_SCHEDULE_COLS} FROM schedules ORDER BY name, schedule_id")
+    else:
+        rows = yield Query(
+            f"SELECT {_SCHEDULE_COLS} FROM schedules WHERE workspace_id = ? ORDER BY name",
+            (workspace_id,),
+        )
+    return [_schedule(r) for r in rows]
+
+
+def due_schedules(now: float, limit: int) -> Program[list[ScheduleRecord]]:
+    rows = yield Query(
+        f"SELECT {_SCHEDULE_COLS} FROM schedules WHERE paused = 0 AND next_fire_at <= ? "
+        "ORDER BY next_fire_at LIMIT ?",
+        (now, limit),
+    )
+    return [_schedule(r) for r in rows]
+
+
+def list_fires(schedule_id: str, limit: int) -> Program[list[FireRecord]]:
+    """Newest first."""
+    rows = yield Query(
+        f"SELECT {_FIRE_COLS} FROM schedule_fires WHERE schedule_id = ? "
+        "ORDER BY fire_at DESC LIMIT ?",
+        (schedule_id, limit),
+    )
+    return [_fire(r) for r in rows]
+
+
+def get_scheduler_lease() -> Program[SchedulerLease | None]:
+    rows = yield Query(
+        "SELECT owner, epoch, expires_at FROM scheduler_leases WHERE name = ?", (SCHEDULER_LEASE,)
+    )
+    if not rows:
+        return None
+    return SchedulerLease(owner=rows[0][0], epoch=rows[0][1], expires_at=rows[0][2])
+
+
+# -- webhooks ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class InsertHook(Op):
+    hook: HookRecord
+
+    def run(self, d: Dialect, fx: Effects) -> Program[HookRecord]:
+        h = self.hook
+        rows = yield Query(
+            f"INSERT INTO hooks ({_HOOK_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT DO NOTHING RETURNING hook_id",
+            (h.hook_id, h.workspace_id, h.name, h.deployment, h.prompt, h.secret_name,
+             h.max_bytes, h.created_by, h.created_at),
+        )  # fmt: skip
+        if not rows:
+            raise WriteConflict("hook", h.name, "already exists in this workspace")
+        return h
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteHook(Op):
+    hook_id: str
+
+    def run(self, d: Dialect, fx: Effects) -> Program[None]:
+        rows = yield Query("DELETE FROM hooks WHERE hook_id = ? RETURNING hook_id", (self.hook_id,))
+        if not rows:
+            raise NotFound("hook", self.hook_id)
+
+
+@dataclass(frozen=True, slots=True)
+class InsertDelivery(Op):
+    """One run per ``webhook-id``: a second for the same delivery voids its unit."""
+
+    delivery: DeliveryRecord
+
+    def run(self, d: Dialect, fx: Effects) -> Program[DeliveryRecord]:
+        v = self.delivery
+        rows = yield Query(
+            f"INSERT INTO hook_deliveries ({_DELIVERY_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT DO NOTHING RETURNING hook_id",
+            (v.hook_id, v.delivery_id, v.body_sha256, v.received_at, v.session_id, v.turn_id,
+             v.execution_id),
+        )  # fmt: skip
+        if not rows:
+            raise WriteConflict("hook delivery", f"{v.hook_id}/{v.delivery_id}", "already accepted")
+        return v
+
+
+def get_hook(hook_id: str) -> Program[HookRecord]:
+    rows = yield Query(f"SELECT {_HOOK_COLS} FROM hooks WHERE hook_id = ?", (hook_id,))
+    if not rows:
+        raise NotFound("hook", hook_id)
+    return _hook(rows[0])
+
+
+def list_hooks(workspace_id: str | None) -> Program[list[HookRecord]]:
+    if workspace_id is None:
+        rows = yield Query(f"SELECT {_HOOK_COLS} FROM hooks ORDER BY name, hook_id")
+    else:
+        rows = yield Query(
+            f"SELECT {_HOOK_COLS} FROM hooks WHERE workspace_id = ? ORDER BY name",
+            (workspace_id,),
+        )
+    return [_hook(r) for r in rows]
+
+
+def get_delivery(hook_id: str, delivery_id: str) -> Program[DeliveryRecord | None]:
+    rows = yield Query(
+        f"SELECT {_DELIVERY_COLS} FROM hook_deliveries WHERE hook_id = ? AND delivery_id = ?",
+        (hook_id, delivery_id),
+    )
+    return _delivery(rows[0]) if rows else None
+
+
+def list_deliveries(hook_id: str, limit: int) -> Program[list[DeliveryRecord]]:
+    """Newest first."""
+    rows = yield Query(
+        f"SELECT {_DELIVERY_COLS} FROM hook_deliveries WHERE hook_id = ? "
+        "ORDER BY received_at DESC LIMIT ?",
+        (hook_id, limit),
+    )
+    return [_delivery(r) for r in rows]

@@ -1,0 +1,330 @@
+"""Sealed secrets and the gateway's audit records (docs/secrets.md, docs/gateway.md).
+
+The store keeps secrets only as `opennua.secrets` sealed them: it never sees a value and
+has no way to open one. Rotation rewrites every row and the key check in one unit, and
+only if the key check still names the key the caller rotated from (two concurrent
+rotations cannot leave rows under two keys).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from . import _auth_ops as auth_ops
+from . import _reads as reads
+from ._errors import NotFound, WriteConflict
+from ._records import Execution, GrantRecord, PrincipalRecord, TokenRecord
+from ._sql import Dialect, Effects, Op, Program, Query, Row
+
+_SECRET_COLS = "workspace_id, name, sealed, key_id, created_at, updated_at, last_used_at"
+_AUDIT_COLS = (
+    "audit_id, at, workspace_id, principal_id, execution_id, server, tool, host, "
+    "credential, outcome, code, latency_ms"
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SealedSecret:
+    """One secret as stored: ``sealed`` is base64(nonce || AES-GCM ciphertext and tag)."""
+
+    workspace_id: str
+    name: str
+    sealed: str
+    key_id: str
+    created_at: float
+    updated_at: float
+    last_used_at: float | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KeyCheck:
+    """A known value sealed under the current key: proves a key right before it is used."""
+
+    key_id: str
+    sealed: str
+    created_at: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AuditRecord:
+    """One call the gateway answered. ``credential`` is a secret's *name*, never a value."""
+
+    audit_id: str
+    at: float
+    server: str
+    outcome: str
+    latency_ms: float
+    workspace_id: str | None = None
+    principal_id: str | None = None
+    execution_id: str | None = None
+    tool: str | None = None
+    host: str | None = None
+    credential: str | None = None
+    code: str | None = None
+
+
+def _secret(r: Row) -> SealedSecret:
+    return SealedSecret(
+        workspace_id=r[0],
+        name=r[1],
+        sealed=r[2],
+        key_id=r[3],
+        created_at=r[4],
+        updated_at=r[5],
+        last_used_at=r[6],
+    )
+
+
+def _audit(r: Row) -> AuditRecord:
+    return AuditRecord(
+        audit_id=r[0],
+        at=r[1],
+        workspace_id=r[2],
+        principal_id=r[3],
+        execution_id=r[4],
+        server=r[5],
+        tool=r[6],
+        host=r[7],
+        credential=r[8],
+        outcome=r[9],
+        code=r[10],
+        latency_ms=r[11],
+    )
+
+
+# -- writes ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PutSecret(Op):
+    """Insert or replace a secret's value; a replaced one keeps its creation time."""
+
+    secret: SealedSecret
+
+    def run(self, d: Dialect, fx: Effects) -> Program[SealedSecret]:
+        s = self.secret
+        rows = yield Query(
+            f"INSERT INTO secrets ({_SECRET_COLS}) VALUES (?, ?, ?, ?, ?, ?, NULL) "
+            "ON CONFLICT (workspace_id, name) DO UPDATE SET sealed = excluded.sealed, "
+            "key_id = excluded.key_id, updated_at = excluded.updated_at "
+            f"RETURNING {_SECRET_COLS}",
+            (s.workspace_id, s.name, s.sealed, s.key_id, s.created_at, s.updated_at),
+        )
+        return _secret(rows[0])
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteSecret(Op):
+    workspace_id: str
+    name: str
+
+    def run(self, d: Dialect, fx: Effects) -> Program[bool]:
+        rows = yield Query(
+            "DELETE FROM secrets WHERE workspace_id = ? AND name = ? RETURNING name",
+            (self.workspace_id, self.name),
+        )
+        return bool(rows)
+
+
+@dataclass(frozen=True, slots=True)
+class TouchSecret(Op):
+    workspace_id: str
+    name: str
+    now: float
+
+    def run(self, d: Dialect, fx: Effects) -> Program[None]:
+        yield Query(
+            "UPDATE secrets SET last_used_at = ? WHERE workspace_id = ? AND name = ?",
+            (self.now, self.workspace_id, self.name),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class InitKeyCheck(Op):
+    """Record the first key's check value; a store that has one keeps it. The check in
+    force is returned either way (two first starts agree on one key)."""
+
+    check: KeyCheck
+
+    def run(self, d: Dialect, fx: Effects) -> Program[KeyCheck]:
+        c = self.check
+        yield Query(
+            "INSERT INTO secret_key_check (id, key_id, sealed, created_at) VALUES (1, ?, ?, ?) "
+            "ON CONFLICT (id) DO NOTHING",
+            (c.key_id, c.sealed, c.created_at),
+        )
+        rows = yield Query("SELECT key_id, sealed, created_at FROM secret_key_check WHERE id = 1")
+        return KeyCheck(key_id=rows[0][0], sealed=rows[0][1], created_at=rows[0][2])
+
+
+@dataclass(frozen=True, slots=True)
+class Rewrap(Op):
+    """Replace every secret (re-sealed under a new key) and the key check, only if the
+    check still names ``old_key_id`` and the rows are exactly those that were read."""
+
+    old_key_id: str
+    check: KeyCheck
+    secrets: tuple[SealedSecret, ...]
+
+    def run(self, d: Dialect, fx: Effects) -> Program[int]:
+        c = self.check
+        rows = yield Query(
+            "UPDATE secret_key_check SET key_id = ?, sealed = ?, created_at = ? "
+            "WHERE id = 1 AND key_id = ? RETURNING id",
+            (c.key_id, c.sealed, c.created_at, self.old_key_id),
+        )
+        if not rows:
+            raise WriteConflict("secret key", self.old_key_id, "is no longer the current key")
+        count = yield Query("SELECT count(*) FROM secrets")
+        if count[0][0] != len(self.secrets):
+            raise WriteConflict("secrets", "*", "changed while the key was being rotated")
+        for s in self.secrets:
+            moved = yield Query(
+                "UPDATE secrets SET sealed = ?, key_id = ? WHERE workspace_id = ? AND name = ? "
+                "AND key_id = ? RETURNING name",
+                (s.sealed, c.key_id, s.workspace_id, s.name, self.old_key_id),
+            )
+            if not moved:
+                raise WriteConflict("secret", s.name, "changed while the key was being rotated")
+        return len(self.secrets)
+
+
+@dataclass(frozen=True, slots=True)
+class AppendAudit(Op):
+    """Many records in one statement: the gateway writes its audit in batches, so a
+    call does not wait for a commit of its own."""
+
+    records: tuple[AuditRecord, ...]
+
+    def run(self, d: Dialect, fx: Effects) -> Program[None]:
+        yield Query(
+            f"INSERT INTO gateway_audit ({_AUDIT_COLS}) VALUES ({', '.join('?' * 12)}) "
+            "ON CONFLICT (audit_id) DO NOTHING",
+            [_audit_row(a) for a in self.records],
+            many=True,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PutTicket(Op):
+    execution_id: str
+    epoch: int
+    secret_hash: str
+    now: float
+
+    def run(self, d: Dialect, fx: Effects) -> Program[None]:
+        yield Query(
+            "INSERT INTO gateway_tickets (execution_id, epoch, secret_hash, created_at) "
+            "VALUES (?, ?, ?, ?) ON CONFLICT (execution_id) DO UPDATE SET "
+            "epoch = excluded.epoch, secret_hash = excluded.secret_hash, "
+            "created_at = excluded.created_at",
+            (self.execution_id, self.epoch, self.secret_hash, self.now),
+        )
+
+
+def _audit_row(a: AuditRecord) -> tuple[object, ...]:
+    return (
+        a.audit_id,
+        a.at,
+        a.workspace_id,
+        a.principal_id,
+        a.execution_id,
+        a.server,
+        a.tool,
+        a.host,
+        a.credential,
+        a.outcome,
+        a.code,
+        a.latency_ms,
+    )
+
+
+# -- reads -----------------------------------------------------------------------------
+
+
+def get_secret(workspace_id: str, name: str) -> Program[SealedSecret]:
+    rows = yield Query(
+        f"SELECT {_SECRET_COLS} FROM secrets WHERE workspace_id = ? AND name = ?",
+        (workspace_id, name),
+    )
+    if not rows:
+        raise NotFound("secret", name)
+    return _secret(rows[0])
+
+
+def list_secrets(workspace_id: str | None) -> Program[list[SealedSecret]]:
+    where, params = ("WHERE workspace_id = ? ", (workspace_id,)) if workspace_id else ("", ())
+    rows = yield Query(
+        f"SELECT {_SECRET_COLS} FROM secrets {where}ORDER BY workspace_id, name", params
+    )
+    return [_secret(r) for r in rows]
+
+
+def get_key_check() -> Program[KeyCheck | None]:
+    rows = yield Query("SELECT key_id, sealed, created_at FROM secret_key_check WHERE id = 1")
+    return KeyCheck(key_id=rows[0][0], sealed=rows[0][1], created_at=rows[0][2]) if rows else None
+
+
+def list_audit(
+    workspace_id: str | None, execution_id: str | None, limit: int
+) -> Program[list[AuditRecord]]:
+    where: list[str] = []
+    params: list[object] = []
+    if workspace_id is not None:
+        where.append("workspace_id = ?")
+        params.append(workspace_id)
+    if execution_id is not None:
+        where.append("execution_id = ?")
+        params.append(execution_id)
+    clause = f"WHERE {' AND '.join(where)} " if where else ""
+    rows = yield Query(
+        f"SELECT {_AUDIT_COLS} FROM gateway_audit {clause}ORDER BY at DESC, audit_id DESC LIMIT ?",
+        [*params, limit],
+    )
+    return [_audit(r) for r in rows]
+
+
+def get_ticket(execution_id: str) -> Program[tuple[int, str] | None]:
+    """The current attempt's ``(epoch, secret_hash)``."""
+    rows = yield Query(
+        "SELECT epoch, secret_hash FROM gateway_tickets WHERE execution_id = ?", (execution_id,)
+    )
+    return (rows[0][0], rows[0][1]) if rows else None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GatewayFacts:
+    """What the gateway checks a call against, read in one go: the execution, its grant
+    with the facts the grant is judged by (None: no grant), and the sealed secrets named
+    (those that exist, in the grant's workspace)."""
+
+    execution: Execution
+    grant: tuple[GrantRecord, PrincipalRecord | None, str | None, TokenRecord | None] | None
+    secrets: dict[str, SealedSecret]
+
+
+def gateway_facts(execution_id: str, secret_names: Sequence[str]) -> Program[GatewayFacts]:
+    execution = yield from reads.get_execution(execution_id)
+    grant = yield from auth_ops.grant_facts(execution_id)
+    found: dict[str, SealedSecret] = {}
+    if grant is not None and secret_names:
+        marks = ",".join("?" * len(secret_names))
+        rows = yield Query(
+            f"SELECT {_SECRET_COLS} FROM secrets WHERE workspace_id = ? AND name IN ({marks})",
+            [grant[0].workspace_id, *secret_names],
+        )
+        found = {r[1]: _secret(r) for r in rows}
+    return GatewayFacts(execution=execution, grant=grant, secrets=found)
+
+
+def secret_names(workspace_id: str, names: Sequence[str]) -> Program[set[str]]:
+    """Which of ``names`` exist in the workspace."""
+    if not names:
+        return set()
+    marks = ",".join("?" * len(names))
+    rows = yield Query(
+        f"SELECT name FROM secrets WHERE workspace_id = ? AND name IN ({marks})",
+        [workspace_id, *names],
+    )
+    return {r[0] for r in rows}

@@ -1,0 +1,109 @@
+"""The outbox's state machine with a fake clock and a scripted homeserver: transient
+failures retry with backoff, final ones fail, edits wait for their target, and every
+change owes the Host one report, in order."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from opennua.bridge import RetryPolicy
+from opennua.bridge._deliveries import DeliveryState
+from opennua.bridge._ledger import Ledger, Outgoing
+from opennua.bridge._matrix import MatrixError
+from opennua.bridge._outbox import Outbox
+
+
+class Homeserver:
+    """Answers each `send` with the next scripted outcome: an event id or an error."""
+
+    def __init__(self, *outcomes: str | MatrixError) -> None:
+        self.outcomes = list(outcomes)
+        self.sent: list[tuple[str, str, dict[str, Any]]] = []
+
+    async def send(self, room_id: str, event_type: str, txn_id: str, content: Any) -> str:
+        self.sent.append((txn_id, event_type, content))
+        outcome = self.outcomes.pop(0)
+        if isinstance(outcome, MatrixError):
+            raise outcome
+        return outcome
+
+
+def _outbox(tmp_path: Path, hs: Homeserver, now: list[float]) -> Outbox:
+    return Outbox(
+        Ledger(tmp_path / "bridge.db"), hs, None,  # type: ignore[arg-type]
+        retry=RetryPolicy(base=1.0, cap=8.0, max_attempts=3),
+        client_id="cli_bridge", clock=lambda: now[0], rand=lambda: 0.5,
+    )  # fmt: skip
+
+
+def _out(did: str, kind: str = "card", parent: str | None = None) -> Outgoing:
+    state = DeliveryState(did, "ses_a", "!r:hs", kind, "pending")
+    content = {"body": "b", "html": "b"} if parent else {"msgtype": "m.notice", "body": "b"}
+    return Outgoing(state, "m.room.message", content, parent, "trn_1")
+
+
+async def test_transient_failures_retry_with_backoff_then_the_delivery_is_sent(
+    tmp_path: Path,
+) -> None:
+    down = MatrixError("unreachable", "refused", transient=True)
+    hs, now = Homeserver(down, down, "$card"), [1000.0]
+    outbox = _outbox(tmp_path, hs, now)
+    assert outbox.enqueue(_out("dlv_card")) and not outbox.enqueue(_out("dlv_card"))
+    for _ in range(3):
+        (head,) = outbox.ledger.open_deliveries()
+        await outbox._attempt(head)
+        if head.state.attempts == 0:
+            retrying = outbox.ledger.get("dlv_card")
+            assert retrying is not None and retrying.state.status == "retrying"
+            assert retrying.state.next_at == 1000.0 + 0.75  # step 1 s: half + half × 0.5
+        now[0] += 10
+    sent = outbox.ledger.get("dlv_card")
+    assert sent is not None and (sent.state.status, sent.state.event_id) == ("sent", "$card")
+    assert [txn for txn, _, _ in hs.sent] == ["dlv_card"] * 3  # one transaction id throughout
+    reports = [body for _, _, body in outbox.ledger.reports()]
+    assert [(r["status"], r["attempts"]) for r in reports] == [
+        ("pending", 0), ("retrying", 1), ("retrying", 2), ("sent", 3),
+    ]  # fmt: skip
+    assert reports[1]["error"] == {"code": "unreachable", "message": "refused"}
+    assert reports[1]["next_attempt_at"] == "1970-01-01T00:16:40.750Z"
+    assert len({r["intent_id"] for r in reports}) == 4
+
+
+async def test_a_final_error_fails_at_once_and_its_edits_fail_with_it(tmp_path: Path) -> None:
+    hs = Homeserver(MatrixError("M_FORBIDDEN", "not in room", transient=False))
+    outbox = _outbox(tmp_path, hs, [0.0])
+    outbox.enqueue(_out("dlv_card"))
+    outbox.enqueue(_out("dlv_edit", "edit", parent="dlv_card"))
+    card, edit = outbox.ledger.open_deliveries()
+    await outbox._attempt(card)
+    failed = outbox.ledger.get("dlv_card")
+    assert failed is not None and failed.state.status == "failed"
+    assert failed.state.error_code == "M_FORBIDDEN"
+    await outbox._attempt(edit)
+    orphan = outbox.ledger.get("dlv_edit")
+    assert orphan is not None and orphan.state.status == "failed"
+    assert orphan.state.error_code == "parent_failed" and len(hs.sent) == 1
+
+
+async def test_too_many_transient_failures_give_up(tmp_path: Path) -> None:
+    busy = MatrixError("M_LIMIT_EXCEEDED", "slow down", transient=True)
+    outbox = _outbox(tmp_path, Homeserver(busy, busy, busy), [0.0])
+    outbox.enqueue(_out("dlv_card"))
+    for _ in range(3):
+        (head,) = outbox.ledger.open_deliveries()
+        await outbox._attempt(head)
+    gave_up = outbox.ledger.get("dlv_card")
+    assert gave_up is not None and (gave_up.state.status, gave_up.state.attempts) == ("failed", 3)
+    assert outbox.ledger.open_deliveries() == []
+
+
+async def test_an_edit_is_sent_as_m_replace_of_its_sent_target(tmp_path: Path) -> None:
+    hs = Homeserver("$card", "$edit")
+    outbox = _outbox(tmp_path, hs, [0.0])
+    outbox.enqueue(_out("dlv_card"))
+    outbox.enqueue(_out("dlv_edit", "edit", parent="dlv_card"))
+    for out in outbox.ledger.open_deliveries():
+        await outbox._attempt(outbox.ledger.get(out.state.delivery_id) or out)
+    _, _, edit = hs.sent[1]
+    assert edit["m.relates_to"] == {"rel_type": "m.replace", "event_id": "$card"}

@@ -1,0 +1,58 @@
+"""The web UI's schedules page: each schedule with its next fire and recent runs (from
+a real `nua serve` whose scheduler fires a per-second schedule), a run links to its
+session, and a paused schedule says so."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from playwright.sync_api import Page
+
+from tests.e2e._proc import Server, wait_for
+
+pytestmark = [pytest.mark.browser, pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(120)]
+
+
+def test_the_schedules_page_lists_next_fire_and_recent_runs(
+    ui: Callable[..., Page], server: Server
+) -> None:
+    with server.client() as client:
+        ticking = client.post(
+            "/v1/schedules",
+            json={"name": "ticker", "cron": "* * * * * *", "prompt": "tick {{ fire_time }}"},
+        ).json()
+        yearly = client.post(
+            "/v1/schedules",
+            json={"name": "new-year", "cron": "0 0 1 1 *", "timezone": "Asia/Tokyo",
+                  "prompt": "happy new year"},
+        ).json()  # fmt: skip
+        assert client.post(f"/v1/schedules/{yearly['schedule_id']}/pause").status_code == 200
+        runs = wait_for(
+            lambda: (
+                (r := client.get(f"/v1/schedules/{ticking['schedule_id']}/runs").json()["runs"])
+                and len(r) >= 2
+                and r
+            ),
+            timeout=30,
+        )
+    page = ui()
+    page.click("nav >> text=Schedules")
+    ticker = f'.schedules li[data-schedule-id="{ticking["schedule_id"]}"]'
+    page.wait_for_selector(f"{ticker} .runs li")
+    head = page.inner_text(f"{ticker} .schedule-head")
+    assert "ticker" in head and "* * * * * *" in head and "UTC" in head
+    assert "Next fire" in head
+    paused = f'.schedules li[data-schedule-id="{yearly["schedule_id"]}"]'
+    assert page.is_visible(f"{paused} [data-paused]")
+    assert "Asia/Tokyo" in page.inner_text(paused)
+    # The runs are the fires' own: slots the API lists, newest first, each to its session.
+    slot = runs[-1]["fire_time"]
+    page.wait_for_selector(f'{ticker} .runs li[data-fire-time="{slot}"]')
+    link = page.get_attribute(f'{ticker} .runs li[data-fire-time="{slot}"] a', "href")
+    assert link == f"#/s/{runs[-1]['session_id']}"
+    page.click(f'{ticker} .runs li[data-fire-time="{slot}"] a')
+    page.wait_for_selector(f'.session[data-session-id="{runs[-1]["session_id"]}"]')
+    with server.client() as client:
+        client.post(f"/v1/schedules/{ticking['schedule_id']}/pause")
+    assert page.errors == []  # type: ignore[attr-defined]

@@ -1,0 +1,238 @@
+"""The gateway's checks, one by one, in process over a real store: the upstream is a small
+ASGI app that records exactly what reached it (which headers, which body), so "no token
+passthrough" and "only the credential's header" are observed, not assumed."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from opennua.auth import Authority
+from opennua.gateway import PATH, Gateway, Redactor, issue_ticket
+from opennua.host import Actor, DeploymentSpec, Hub, Scope, SessionHost
+from opennua.protocol import CreateSession, SendMessage
+from opennua.protocol.actions import TextPart
+from opennua.secrets import SecretKey, SecretStore
+from opennua.store import DeploymentRecord, Store, open_store
+
+TOKEN = "owner-token-for-checks"
+VALUE = 'v@lue "with" \\ quotes-0c9b'
+
+
+@dataclass
+class Upstream:
+    seen: list[dict[str, Any]] = field(default_factory=list)
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        headers = {k.decode(): v.decode() for k, v in scope["headers"]}
+        self.seen.append({"headers": headers, "body": body})
+        request = json.loads(body)
+        # A service that echoes everything it got, the credential included (escaped by
+        # its JSON encoder), in a result and in a response header.
+        text = json.dumps(headers)
+        result = {"content": [{"type": "text", "text": text}], "isError": False}
+        answer = json.dumps({"jsonrpc": "2.0", "id": request.get("id"), "result": result})
+        out = [(b"content-type", b"application/json"), (b"x-echo", headers["x-api-key"].encode())]
+        await send({"type": "http.response.start", "status": 200, "headers": out})
+        await send({"type": "http.response.body", "body": answer.encode()})
+
+
+@dataclass
+class World:
+    store: Store
+    gateway: Gateway
+    upstream: Upstream
+    ticket: str
+    execution_id: str
+    epoch: int
+    host: SessionHost
+    actor: Actor
+
+    def client(self) -> httpx.AsyncClient:
+        return httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=self.gateway), base_url="http://gateway"
+        )
+
+
+def _plugin(root: Path) -> Path:
+    (root / ".claude-plugin").mkdir(parents=True)
+    (root / ".claude-plugin" / "plugin.json").write_text('{"name": "checks", "version": "1.0.0"}')
+    (root / "AGENTS.md").write_text("Checks.\n")
+    mcp = {"mcpServers": {"notes": {"url": "http://upstream.test/mcp"}}}
+    (root / ".mcp.json").write_text(json.dumps(mcp))
+    (root / "opennua.toml").write_text(
+        '[access]\negress = ["upstream.test"]\nallowed-tools = ["notes__lookup"]\n'
+    )
+    return root
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+async def world(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[World]:
+    url = f"sqlite:///{tmp_path}/nua.db"
+    if request.param == "postgres":
+        url = request.getfixturevalue("pg_url")
+    async with await open_store(url, data_dir=tmp_path) as store:
+        secrets = await SecretStore.open(store, SecretKey.generate())
+        authority = Authority(store)
+        await authority.bootstrap(TOKEN)
+        caller = await authority.authenticate(TOKEN)
+        workspace = caller.default_workspace
+        assert workspace is not None
+        host = SessionHost(store, Hub(store), grant_check=authority.grant_problem)
+        await host.registry.ensure_builtin("scripted:demo")
+        await host.registry.publish_dir(_plugin(tmp_path / "plugin"))
+        await host.registry.release("checks", "stable", "1.0.0")
+        await secrets.put(workspace, "api-key", VALUE)
+        ref = {"server": "notes", "secret": "api-key", "header": "X-Api-Key", "prefix": ""}
+        spec = DeploymentSpec.model_validate(
+            {"plugin": "checks", "model": "scripted:demo", "credentials": [ref]}
+        )
+        await host.registry.deploy("checks", spec, Scope(workspace, caller.principal_id))
+        actor = Actor(
+            caller.principal_id,
+            workspace,
+            authority.grant_for(caller, workspace, model=None),
+        )
+        created = await host.create_session(
+            CreateSession(intent_id="int_c", client_id="cli_t", deployment="checks"), actor=actor
+        )
+        sid = str(created.ids["session_id"])  # type: ignore[union-attr]
+        content = [TextPart(text="go")]
+        sent = await host.send_message(
+            sid, SendMessage(intent_id="int_m", client_id="cli_t", content=content), actor=actor
+        )
+        execution_id = str(sent.ids["execution_id"])  # type: ignore[union-attr]
+        claimed = await store.claim("sup_t", time.time(), 600.0)
+        assert claimed is not None
+        ticket = await issue_ticket(store, execution_id, claimed.epoch, time.time())
+        upstream = Upstream()
+        client = httpx.AsyncClient(transport=httpx.ASGITransport(app=upstream))
+        gateway = Gateway(store, secrets, upstream=client)
+        try:
+            yield World(store, gateway, upstream, ticket, execution_id, claimed.epoch, host, actor)
+        finally:
+            await gateway.aclose()
+
+
+def _call(tool: str, id_: int = 7) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": id_, "method": "tools/call",
+            "params": {"name": tool, "arguments": {}}}  # fmt: skip
+
+
+async def _post(world: World, body: dict[str, Any], ticket: str | None = None) -> httpx.Response:
+    async with world.client() as c:
+        return await c.post(
+            f"{PATH}notes",
+            json=body,
+            headers={
+                "Authorization": f"Bearer {ticket or world.ticket}",
+                "Accept": "application/json, text/event-stream",
+                "Cookie": "session=browser-cookie",
+                "X-Forwarded-For": "10.0.0.1",
+            },
+        )
+
+
+async def test_only_the_credential_reaches_upstream_and_comes_back_redacted(world: World) -> None:
+    answer = await _post(world, _call("lookup"))
+    assert answer.status_code == 200, answer.text
+    [seen] = world.upstream.seen
+    # No token passthrough: the ticket, the cookie and other caller headers stay behind.
+    assert seen["headers"]["x-api-key"] == VALUE
+    assert "authorization" not in seen["headers"] and "cookie" not in seen["headers"]
+    assert "x-forwarded-for" not in seen["headers"]
+    assert world.ticket.encode() not in seen["body"]
+    # The echo (JSON-escaped in the body, raw in a header) is redacted by name.
+    twice = json.dumps(json.dumps(VALUE)[1:-1])[1:-1]
+    assert VALUE not in answer.text and twice not in answer.text
+    assert "[redacted:api-key]" in answer.text
+    assert "x-echo" not in answer.headers  # only the MCP transport's headers come back
+    await world.gateway.audit.flush()
+    [record] = await world.store.list_audit(execution_id=world.execution_id)
+    assert (record.tool, record.credential, record.outcome) == ("lookup", "api-key", "ok")
+    assert record.host == "upstream.test"
+
+
+async def test_a_tool_outside_the_policy_is_refused_and_never_forwarded(world: World) -> None:
+    answer = await _post(world, _call("forget"))
+    assert answer.status_code == 200
+    error = answer.json()["error"]
+    assert error["data"]["code"] == "tool_not_allowed" and "notes__forget" in error["message"]
+    assert world.upstream.seen == []
+    await world.gateway.audit.flush()
+    [record] = await world.store.list_audit(execution_id=world.execution_id)
+    assert (record.outcome, record.code, record.tool) == ("refused", "tool_not_allowed", "forget")
+
+
+async def test_a_ticket_of_an_earlier_attempt_or_a_forged_one_is_refused(world: World) -> None:
+    assert (await _post(world, _call("lookup"))).status_code == 200  # known and cached now
+    # The next attempt (epoch + 1) gets its own ticket: the old one no longer works.
+    await world.store.release(world.execution_id, world.epoch)
+    claimed = await world.store.claim("sup_t2", time.time(), 600.0)
+    assert claimed is not None and claimed.epoch == world.epoch + 1
+    fresh = await issue_ticket(world.store, world.execution_id, claimed.epoch, time.time())
+    stale = await _post(world, _call("lookup"))
+    assert stale.json()["error"]["data"]["code"] == "execution_not_running"
+    assert (await _post(world, _call("lookup"), ticket=fresh)).status_code == 200
+    forged = fresh[:-2] + ("AA" if not fresh.endswith("AA") else "BB")
+    refused = await _post(world, _call("lookup"), ticket=forged)
+    assert refused.status_code == 401 and refused.json()["code"] == "unauthorized"
+    async with world.client() as c:
+        anonymous = await c.post(f"{PATH}notes", content=b"{}")
+        assert anonymous.status_code == 401 and anonymous.json()["code"] == "unauthorized"
+        assert (await c.get(f"{PATH}notes")).status_code == 405
+
+
+async def test_a_host_outside_the_egress_list_is_refused_at_call_time(world: World) -> None:
+    # A configuration written around the registry's deploy-time check: its override
+    # points the server elsewhere. The gateway checks egress on every call itself.
+    good = await world.store.get_deployment("checks")
+    spec = {**good.spec, "tools": {"notes": {"url": "http://evil.example/mcp"}}}
+    forged = DeploymentRecord(name="forged", digest="sha256:forged", spec=spec,
+                              created_at=1.0, workspace_id=good.workspace_id)  # fmt: skip
+    await world.store.put_deployment(forged)
+    created = await world.host.create_session(
+        CreateSession(intent_id="int_f", client_id="cli_t", deployment="forged"),
+        actor=world.actor,
+    )
+    sid = str(created.ids["session_id"])  # type: ignore[union-attr]
+    content = [TextPart(text="go")]
+    sent = await world.host.send_message(
+        sid, SendMessage(intent_id="int_f2", client_id="cli_t", content=content), actor=world.actor
+    )
+    execution_id = str(sent.ids["execution_id"])  # type: ignore[union-attr]
+    claimed = await world.store.claim("sup_t", time.time(), 600.0)
+    assert claimed is not None and claimed.execution.execution_id == execution_id
+    ticket = await issue_ticket(world.store, execution_id, claimed.epoch, time.time())
+    answer = await _post(world, _call("lookup"), ticket=ticket)
+    error = answer.json()["error"]
+    assert error["data"]["code"] == "egress_denied" and "evil.example" in error["message"]
+    assert world.upstream.seen == []  # the credential went nowhere
+    await world.gateway.audit.flush()
+    [record] = await world.store.list_audit(execution_id=execution_id)
+    assert (record.outcome, record.code, record.credential) == ("refused", "egress_denied", None)
+
+
+def test_redaction_covers_raw_and_json_escaped_values() -> None:
+    redact = Redactor({"k": VALUE, "short": "abc"})
+    raw = f"x{VALUE}y".encode()
+    escaped = json.dumps({"v": VALUE + "é"}, ensure_ascii=False).encode()
+    twice = json.dumps({"text": json.dumps({"v": VALUE})}).encode()
+    for data in (raw, escaped, twice):
+        out = redact.bytes(data)
+        assert VALUE.encode() not in out and b"[redacted:k]" in out
+    assert redact.text("abcabc") == "[redacted:short][redacted:short]"
+    assert not Redactor({})

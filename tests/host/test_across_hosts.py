@@ -1,0 +1,140 @@
+"""Guarantees that must hold across Host processes on one store, not just inside one:
+each Host here has its own store connection, as two `nua serve --role host` would."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from opennua.host import Hub, SessionHost
+from opennua.protocol import Accepted, AnswerInput, CreateSession, SendMessage
+from opennua.protocol.actions import TextPart
+from opennua.store import Store, open_store
+from tests.server._harness import Env, FakeClock, park_for_input
+
+BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+
+
+@pytest.fixture(params=BACKENDS)
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path}/nua.db"
+    pg: str = request.getfixturevalue("pg_url")
+    return pg
+
+
+@contextlib.asynccontextmanager
+async def _host(url: str, data_dir: Path, clock: FakeClock) -> AsyncIterator[Env]:
+    """One Host "process": its own store connection, hub and (random) ids."""
+    store = await open_store(url, data_dir=data_dir)
+    try:
+        hub = Hub(store)
+        host = SessionHost(store, hub, clock=clock)
+        await host.registry.ensure_builtin("scripted:demo")
+        yield Env(store, hub, host, clock, None, None)  # type: ignore[arg-type]
+    finally:
+        await store.close()
+
+
+@contextlib.asynccontextmanager
+async def _two_hosts(url: str, tmp_path: Path) -> AsyncIterator[tuple[Env, Env]]:
+    clock = FakeClock()
+    async with (
+        _host(url, tmp_path / "data", clock) as a,
+        _host(url, tmp_path / "data", clock) as b,
+    ):
+        yield a, b
+
+
+def _msg(key: str, if_busy: Any = "reject") -> SendMessage:
+    return SendMessage(
+        intent_id=key, client_id="cli_a", content=[TextPart(text="hi")], if_busy=if_busy
+    )
+
+
+async def _session(host: SessionHost) -> str:
+    result = await host.create_session(CreateSession(intent_id="int_s", client_id="c", title="t"))
+    assert isinstance(result, Accepted)
+    return result.ids["session_id"]
+
+
+async def test_reject_messages_racing_on_two_hosts_start_one_turn(url: str, tmp_path: Path) -> None:
+    async with _two_hosts(url, tmp_path) as (a, b):
+        sid = await _session(a.host)
+        # Both hosts read "idle" before either commits: the interleaving an in-process
+        # lock cannot prevent. Only a busy check inside the committing unit can.
+        both_read = asyncio.Barrier(2)
+        for env in (a, b):
+            real = env.host._active
+
+            async def active(session_id: str, real: Any = real) -> Any:
+                found = await real(session_id)
+                await both_read.wait()
+                return found
+
+            env.host._active = active  # type: ignore[method-assign]
+        results = await asyncio.gather(
+            a.host.send_message(sid, _msg("int_a")), b.host.send_message(sid, _msg("int_b"))
+        )
+        assert sorted(r.type for r in results) == ["accepted", "rejected"], results
+        rejected = next(r for r in results if r.type == "rejected")
+        assert rejected.code == "session_busy"  # type: ignore[union-attr]
+        assert len(await a.store.list_executions(sid)) == 1
+        assert len([x for x in await a.store.read(sid) if x["type"] == "turn.started"]) == 1
+
+
+async def test_many_reject_messages_on_two_hosts_start_one_turn(url: str, tmp_path: Path) -> None:
+    async with _two_hosts(url, tmp_path) as (a, b):
+        sid = await _session(a.host)
+        results = await asyncio.gather(
+            *((a, b)[i % 2].host.send_message(sid, _msg(f"int_{i}")) for i in range(20))
+        )
+        assert sorted(r.type for r in results) == ["accepted"] + ["rejected"] * 19
+        assert len(await b.store.list_executions(sid)) == 1
+
+
+class _Crash(BaseException):
+    """The process dies here: nothing after this point runs."""
+
+
+async def test_a_crash_right_after_the_winning_answer_leaves_its_key_completed(
+    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    options = [{"option_id": "ok", "name": "OK", "kind": "allow_once"}]
+    async with _two_hosts(url, tmp_path) as (dying, restarted):
+        sid = await _session(dying.host)
+        turn = await dying.host.send_message(sid, _msg("int_m", "enqueue"))
+        assert isinstance(turn, Accepted)
+        eid, tid = turn.ids["execution_id"], turn.ids["turn_id"]
+        rid = await park_for_input(dying, sid, eid, tid, options=options)
+
+        store: Store = dying.store
+        resolve = store.resolve_input
+
+        async def resolve_then_die(*args: Any, **kwargs: Any) -> Any:
+            await resolve(*args, **kwargs)
+            raise _Crash
+
+        async def dead(*args: Any, **kwargs: Any) -> None:
+            return None  # a killed process abandons and completes nothing
+
+        monkeypatch.setattr(store, "resolve_input", resolve_then_die)
+        monkeypatch.setattr(store, "abandon", dead)
+        monkeypatch.setattr(store, "complete", dead)
+        answer = AnswerInput(intent_id="int_a", client_id="cli_a", request_id=rid, option_id="ok")
+        with pytest.raises(_Crash):
+            await dying.host.answer_input(sid, answer)
+
+        # The client retransmits to another (or the restarted) host: it gets the stored
+        # acceptance at once, not "still in flight" until the key expires a day later.
+        again = await restarted.host.answer_input(sid, answer)
+        assert isinstance(again, Accepted), again
+        assert again.ids == {"request_id": rid, "execution_id": eid}
+        assert (await restarted.store.get_input_request(rid)).status == "resolved"
+        resolved = [x for x in await restarted.store.read(sid) if x["type"].endswith("resolved")]
+        assert len(resolved) == 1

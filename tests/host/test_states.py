@@ -1,0 +1,127 @@
+"""SessionStates: the folded-state cache and the snapshot policy, over a real SQLite store."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from opennua.host._states import SessionStates
+from opennua.protocol import action_from_dict, replay, state_to_json
+from opennua.store import NotFound, Store, open_store
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[Store]:
+    async with await open_store(f"sqlite:///{tmp_path}/nua.db", data_dir=tmp_path) as s:
+        yield s
+
+
+def _action(sid: str, n: int, type_: str = "test.filler", **extra: Any) -> dict[str, Any]:
+    return {
+        "v": 1,
+        "session_id": sid,
+        "id": f"act_{sid}_{n}",
+        "type": type_,
+        "ts": "2027-01-15T08:00:00.000Z",
+        "data": {},
+        **extra,
+    }
+
+
+async def _session(store: Store, sid: str, actions: int) -> None:
+    await store.create_session(sid, created_at=0.0, title=sid)
+    created = _action(sid, 0, "session.created")
+    created["data"] = {"title": sid, "principal_id": "prn_owner", "metadata": {}}
+    await store.append(sid, [created, *(_action(sid, n) for n in range(1, actions))])
+
+
+async def _replayed(store: Store, sid: str) -> str:
+    return state_to_json(replay(action_from_dict(a) for a in await store.read(sid, 0, 100_000)))
+
+
+async def test_snapshots_follow_the_policy_and_a_cold_cache_starts_from_them(store: Store) -> None:
+    await _session(store, "ses_a", 30)
+    states = SessionStates(store, snapshot_every=10)
+    seq, _ = await states.snapshot("ses_a")
+    assert seq == 30 and (await store.get_snapshot("ses_a")).seq == 30  # type: ignore[union-attr]
+    await store.append("ses_a", [_action("ses_a", n) for n in range(30, 35)])
+    assert (await states.snapshot_json("ses_a"))[0] == 35
+    assert (await store.get_snapshot("ses_a")).seq == 30  # type: ignore[union-attr]  # 5 < 10
+    await store.append("ses_a", [_action("ses_a", n) for n in range(35, 45)])
+    seq, state_json = await states.snapshot_json("ses_a")
+    assert seq == 45 and (await store.get_snapshot("ses_a")).seq == 45  # type: ignore[union-attr]
+    assert state_json == await _replayed(store, "ses_a")
+    # A fresh cache reads the stored snapshot and reduces only the tail after it.
+    await store.append("ses_a", [_action("ses_a", 45)])
+    reads: list[int] = []
+    real = store.read
+
+    async def counting(session_id: str, after: int = 0, limit: int = 1000) -> Any:
+        reads.append(after)
+        return await real(session_id, after, limit)
+
+    store.read = counting  # type: ignore[method-assign]
+    cold = SessionStates(store, snapshot_every=10)
+    assert (await cold.snapshot_json("ses_a")) == (46, await _replayed(store, "ses_a"))
+    assert reads[0] == 45
+
+
+async def test_a_turn_end_stores_a_snapshot_at_once(store: Store) -> None:
+    await _session(store, "ses_t", 3)
+    states = SessionStates(store, snapshot_every=500)
+    await states.snapshot("ses_t")
+    assert (await store.get_snapshot("ses_t")) is None
+    ended = _action("ses_t", 3, "turn.ended", turn_id="trn_x")
+    ended["data"] = {"stop_reason": "end_turn"}
+    await store.append("ses_t", [ended])
+    await states.fold("ses_t")
+    assert (await store.get_snapshot("ses_t")).seq == 4  # type: ignore[union-attr]
+
+
+async def test_the_cache_is_bounded_and_callers_get_their_own_copy(store: Store) -> None:
+    for sid in ("ses_1", "ses_2", "ses_3"):
+        await _session(store, sid, 2)
+    states = SessionStates(store, max_sessions=2)
+    for sid in ("ses_1", "ses_2", "ses_3"):
+        await states.snapshot(sid)
+    assert len(states) == 2
+    _, mine = await states.snapshot("ses_3")
+    mine["title"] = "changed by a caller"
+    _, again = await states.snapshot("ses_3")
+    assert again["title"] == "ses_3"
+
+
+async def test_unknown_sessions_raise_and_leave_nothing_behind(store: Store) -> None:
+    states = SessionStates(store)
+    with pytest.raises(NotFound):
+        await states.snapshot("ses_missing")
+    assert len(states) == 0 and not states._locks
+
+
+async def test_keep_snapshots_folds_every_session_that_grows(store: Store) -> None:
+    await _session(store, "ses_k", 1)
+    states = SessionStates(store, snapshot_every=5)
+    wakeups: asyncio.Queue[tuple[str, int]] = asyncio.Queue()
+
+    async def stream() -> AsyncIterator[tuple[str, int]]:
+        while True:
+            yield await wakeups.get()
+
+    keeper = asyncio.ensure_future(states.keep_snapshots(stream()))
+    try:
+        await store.append("ses_k", [_action("ses_k", n) for n in range(1, 8)])
+        wakeups.put_nowait(("ses_missing", 1))  # a failure is logged, the keeper goes on
+        wakeups.put_nowait(("ses_k", 8))
+        for _ in range(100):
+            snapshot = await store.get_snapshot("ses_k")
+            if snapshot is not None:
+                break
+            await asyncio.sleep(0.02)
+        assert snapshot is not None and snapshot.seq == 8
+        assert not keeper.done()
+    finally:
+        keeper.cancel()

@@ -1,0 +1,102 @@
+"""Issue 12, bug 9: SSE readers that never read are dropped like stalled WebSockets.
+
+Real TCP sockets with a tiny receive buffer that never read, against a real uvicorn on
+loopback; the assertions are on what the Hub holds for them, not on RSS.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from ._harness import AUTH, TOKEN, Env, environment, serving
+
+SEND_TIMEOUT = 1.0
+
+
+@pytest.fixture
+async def env(tmp_path: Path) -> Any:
+    async with environment(
+        f"sqlite:///{tmp_path}/nua.db", tmp_path, send_timeout_seconds=SEND_TIMEOUT
+    ) as e:
+        yield e
+
+
+def _stalled_reader(base: str, sid: str) -> socket.socket:
+    host, port = base.split(":")
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect((host, int(port)))
+    request = (
+        f"GET /v1/sessions/{sid}/events?after=0 HTTP/1.1\r\nHost: {base}\r\n"
+        f"Authorization: Bearer {TOKEN}\r\nAccept: text/event-stream\r\n\r\n"
+    )
+    sock.sendall(request.encode())
+    return sock  # and never read from again
+
+
+def _big(sid: str, n: int) -> dict[str, Any]:
+    return {
+        "v": 1,
+        "session_id": sid,
+        "id": f"act_big_{n}",
+        "type": "test.filler",
+        "ts": "2027-01-15T08:00:00.000Z",
+        "data": {"blob": "x" * 1_000_000},
+    }
+
+
+async def _until(predicate: Any, timeout: float) -> float:
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    while not predicate():
+        assert loop.time() - started < timeout, "condition not reached in time"
+        await asyncio.sleep(0.05)
+    return loop.time() - started
+
+
+async def test_sse_readers_that_never_read_are_dropped_within_the_timeout(env: Env) -> None:
+    async with serving(env.app) as base:
+        async with httpx.AsyncClient(base_url=f"http://{base}", headers=AUTH) as client:
+            sid = (await client.post("/v1/sessions", json={})).json()["session_id"]
+            sockets = [_stalled_reader(base, sid) for _ in range(20)]
+            try:
+                await _until(lambda: env.hub.open_streams == 20, 10)
+                # A reader that does read, to show delivery goes on for everyone else.
+                async with client.stream("GET", f"/v1/sessions/{sid}/events?after=1") as live:
+                    lines = live.aiter_lines()
+                    for n in range(3):
+                        await env.store.append(sid, [_big(sid, n)])
+                        await env.hub.notify(sid)
+                    ids = []
+                    async with asyncio.timeout(10):
+                        async for line in lines:
+                            if line.startswith("id: "):
+                                ids.append(line)
+                                if len(ids) == 3:
+                                    break
+                    assert ids == ["id: 2", "id: 3", "id: 4"]
+                    # Every stalled reader is dropped within the send timeout (plus the
+                    # time its first writes took to fill the socket buffers), and what
+                    # was queued for it is released.
+                    waited = await _until(lambda: env.hub.open_streams == 1, 4 * SEND_TIMEOUT)
+                    assert waited <= 4 * SEND_TIMEOUT
+                    assert env.hub.queued_bytes == 0
+                    assert env.hub.subscriber_count == 1
+                # The server dropped the connections: each stalled socket reads to its end.
+                for sock in sockets:
+                    sock.settimeout(5)
+                    with pytest.raises((ConnectionResetError, TimeoutError)) as ended:
+                        while sock.recv(1 << 20):
+                            pass
+                        raise ConnectionResetError  # orderly end of stream: dropped too
+                    assert ended.type is ConnectionResetError
+            finally:
+                for sock in sockets:
+                    sock.close()
+        await _until(lambda: env.hub.open_streams == 0, 5)

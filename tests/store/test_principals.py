@@ -1,0 +1,138 @@
+"""The store's facts about who may do what, on both backends: workspaces, principals,
+memberships, tokens, grants, and the Authority that decides with them."""
+
+from __future__ import annotations
+
+import pytest
+
+from opennua.auth import Authority, Denied
+from opennua.store import (
+    GrantRecord,
+    MembershipRecord,
+    PrincipalRecord,
+    Store,
+    WorkspaceRecord,
+    WriteConflict,
+)
+
+from .conftest import FakeClock
+
+
+async def test_names_are_unique_and_memberships_upsert(store: Store) -> None:
+    await store.create_workspace(WorkspaceRecord(workspace_id="wsp_a", name="a", created_at=1.0))
+    with pytest.raises(WriteConflict):
+        await store.create_workspace(
+            WorkspaceRecord(workspace_id="wsp_b", name="a", created_at=2.0)
+        )
+    alice = PrincipalRecord(principal_id="prn_a", kind="user", name="alice", created_at=1.0)
+    member = MembershipRecord(
+        workspace_id="wsp_a", principal_id="prn_a", role="viewer", created_at=1.0
+    )
+    await store.create_principal(alice, memberships=[member])
+    with pytest.raises(WriteConflict):
+        await store.create_principal(
+            PrincipalRecord(principal_id="prn_b", kind="user", name="alice", created_at=2.0)
+        )
+    await store.set_membership(
+        MembershipRecord(workspace_id="wsp_a", principal_id="prn_a", role="admin", created_at=3.0)
+    )
+    [m] = await store.list_memberships(principal_id="prn_a")
+    assert m.role == "admin"
+    assert await store.remove_membership("wsp_a", "prn_a")
+    assert not await store.remove_membership("wsp_a", "prn_a")
+
+
+async def test_a_grant_renews_forward_only_and_stays_revoked(store: Store) -> None:
+    grant = GrantRecord(
+        execution_id="exe_1", principal_id="prn_a", workspace_id="wsp_a", expires_at=100.0
+    )
+    await store.put_grant(grant)
+    assert await store.renew_grant("exe_1", 200.0)
+    assert await store.renew_grant("exe_1", 150.0)  # holds, but never moves back
+    got = await store.get_grant("exe_1")
+    assert got is not None and got.expires_at == 200.0
+    await store.revoke_grant("exe_1", 120.0, "token_revoked")
+    assert not await store.renew_grant("exe_1", 300.0)
+    got = await store.get_grant("exe_1")
+    assert got is not None and (got.revoked_at, got.revoked_reason) == (120.0, "token_revoked")
+
+
+async def test_tokens_by_hash_expiry_revocation_and_bootstrap(
+    store: Store, clock: FakeClock
+) -> None:
+    authority = Authority(store, clock=lambda: clock.now)
+    default = await authority.bootstrap("the-old-owner-token")
+    again = await authority.bootstrap("another-token")  # a second start changes nothing
+    assert again.workspace_id == default.workspace_id
+    owner = await authority.authenticate("the-old-owner-token")
+    assert owner.role_in(default.workspace_id) == "owner"
+    with pytest.raises(Denied) as wrong:
+        await authority.authenticate("another-token")
+    assert wrong.value.code == "unauthorized"
+
+    record, token = await authority.create_token(owner, expires_in=60)
+    assert token.startswith(f"nua.{record.token_id}.") and record.secret_hash not in token
+    assert (await authority.authenticate(token)).principal_id == owner.principal_id
+    with pytest.raises(Denied) as forged:
+        await authority.authenticate(token[:-1] + ("A" if token[-1] != "A" else "B"))
+    assert forged.value.code == "unauthorized"
+    clock.advance(61)
+    with pytest.raises(Denied) as expired:
+        await authority.authenticate(token)
+    assert expired.value.code == "token_expired"
+    _, other = await authority.create_token(owner)
+    revoked = await authority.revoke_token(owner, other.split(".")[1])
+    assert revoked.revoked_at is not None
+    with pytest.raises(Denied) as gone:
+        await authority.authenticate(other)
+    assert gone.value.code == "token_revoked"
+
+
+async def test_an_agent_principal_inherits_nothing_from_its_creator(store: Store) -> None:
+    authority = Authority(store)
+    await authority.bootstrap("owner-token")
+    owner = await authority.authenticate("owner-token")
+    team = await authority.create_workspace(owner, "team")
+    default = next(w for w in owner.roles)
+    agent = await authority.create_agent(owner, default, "bot", "viewer")
+    _, token = await authority.create_token(owner, principal_id=agent.principal_id)
+    bot = await authority.authenticate(token)
+    assert bot.kind == "agent" and bot.roles == {default: "viewer"}
+    assert bot.role_in(team.workspace_id) is None
+    with pytest.raises(Denied):
+        authority.check(bot, default, "act")
+    with pytest.raises(Denied) as hidden:
+        authority.check(bot, team.workspace_id, "read")
+    assert hidden.value.code == "not_found"
+    await authority.disable_agent(owner, agent.principal_id)
+    with pytest.raises(Denied) as disabled:
+        await authority.authenticate(token)
+    assert disabled.value.code == "principal_disabled"
+
+
+async def test_grant_facts_read_the_grant_with_what_it_is_checked_against(
+    store: Store,
+) -> None:
+    assert await store.grant_facts("exe_none") is None
+    await store.create_principal(
+        PrincipalRecord(principal_id="prn_a", kind="user", name="alice", created_at=1.0),
+        memberships=[
+            MembershipRecord(
+                workspace_id="wsp_a", principal_id="prn_a", role="member", created_at=1.0
+            )
+        ],
+    )
+    await store.put_grant(
+        GrantRecord(
+            execution_id="exe_1",
+            principal_id="prn_a",
+            workspace_id="wsp_a",
+            token_id="tok_missing",
+            expires_at=100.0,
+        )
+    )
+    facts = await store.grant_facts("exe_1")
+    assert facts is not None
+    grant, principal, role, token = facts
+    assert grant.execution_id == "exe_1" and principal is not None and principal.name == "alice"
+    assert role == "member" and token is None  # a token that is gone reads as none
