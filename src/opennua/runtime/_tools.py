@@ -103,7 +103,8 @@ class Tool:
     def parameters_schema(self) -> dict[str, Any]:
         if self.args_model is None:
             return dict(self.json_schema or {"type": "object", "properties": {}})
-        return json.loads(_schema_json(self.args_model))
+        schema: dict[str, Any] = json.loads(_schema_json(self.args_model))
+        return schema
 
     def describe(self) -> dict[str, Any]:
         """The canonical description that goes into the agent definition's digest."""
