@@ -61,6 +61,8 @@ def test_each_gateway_call_is_a_span_under_its_tool_call_and_holds_no_secret(
                     headers={**MCP_HEADERS, "traceparent": f"00-{FOREIGN_TRACE}-{'1' * 16}-01"},
                 )
                 assert refused.status_code == 401
+                # Answered before any check (no standalone stream): no span at all.
+                assert http.get("/v1/gateway/mcp/notes").status_code == 405
 
             def arrived() -> list[Span] | None:
                 spans = receiver.snapshot()
@@ -110,7 +112,8 @@ def test_each_gateway_call_is_a_span_under_its_tool_call_and_holds_no_secret(
     listing = [s for s in ours if s.name == "tools/list"]
     assert listing and all(s.parent_span_id == root.span_id for s in listing)
 
-    # The request without a ticket: refused, a root of its own, not in the foreign trace.
+    # The request without a ticket: refused, a root of its own, not in the foreign trace;
+    # it is the only span of no execution (the GET answered 405 is none).
     (alone,) = [s for s in gateway if "opennua.session_id" not in s.attributes]
     assert alone.attributes["opennua.gateway.outcome"] == "refused"
     assert alone.attributes["opennua.gateway.code"] == "unauthorized"

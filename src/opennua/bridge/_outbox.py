@@ -91,9 +91,19 @@ class Outbox:
         self.ledger.update(new, self.report_body(new))
         self._wake_report.set()
         if self.spans is not None:
-            turn = self.ledger.turn_of(new.delivery_id)
+            await self._span(self.spans, new, out.event_type, start_ns)
+
+    async def _span(
+        self, spans: DeliverySpans, tried: DeliveryState, event_type: str, start_ns: int
+    ) -> None:
+        end_ns = time.time_ns()
+        try:
+            turn = self.ledger.turn_of(tried.delivery_id)
             if turn is not None:
-                await self.spans.emit(turn, new, out.event_type, start_ns, time.time_ns())
+                await spans.emit(turn, tried, event_type, start_ns, end_ns)
+        except Exception:
+            # Tracing never stops a delivery.
+            _log.warning("no span for delivery %s", tried.delivery_id, exc_info=True)
 
     async def _try(self, out: Outgoing) -> DeliveryState:
         """Send `out` once: the delivery's state after this try."""

@@ -8,7 +8,8 @@ the `execute_tool` span that made the call), else the `_meta.traceparent` of the
 params (SEP-414), else the turn's span: a call the runtime makes outside any tool call
 (connecting, listing tools) still joins the turn. A parent is taken only from a request
 whose ticket named an execution, and only in that execution's trace; a request with no
-valid ticket is a root span of its own.
+valid ticket is a root span of its own; one answered before any check (the `GET` of the
+standalone stream, 405) is no span.
 
 The span is made when the answer is known (with the request's start time), so its
 parent can be chosen from what the ticket proved. It holds names only — the server, the
@@ -65,9 +66,10 @@ class CallSpans:
     ) -> None:
         """The span of one answered request: `call` is what the gateway learnt of it (the
         audit's facts, and the `execution` once the ticket proved one)."""
-        if self._tracer is None:
-            return
         execution: Execution | None = call.get("execution")
+        if self._tracer is None or (execution is None and "outcome" not in call):
+            # Answered before any check (the standalone stream's 405): nothing to say.
+            return
         rpc = message.get("method")
         name = f"{method} {ROUTE}"
         attributes: dict[str, AttributeValue] = {
