@@ -117,14 +117,17 @@ class Gateway:
         call: dict[str, Any] = {}
         message: dict[str, Any] = {}
         response = await self._answer(request, call, message)
-        self._spans.emit(
-            call,
-            message,
-            method=request.method,
-            header=request.headers.get("traceparent"),
-            status=response.status_code,
-            start_ns=start_ns,
-        )
+        try:
+            self._spans.emit(
+                call,
+                message,
+                method=request.method,
+                header=request.headers.get("traceparent"),
+                status=response.status_code,
+                start_ns=start_ns,
+            )
+        except Exception:  # tracing never fails a call
+            log.warning("no span for a gateway call", exc_info=True)
         return response
 
     async def _answer(
