@@ -1,6 +1,6 @@
 """The deterministic simulation (issue 20): many seeded worlds, each checked whole.
 
-`pytest tests/sim` runs `--sim-seeds` seeds (1,000 by default, about 90 s);
+`pytest tests/sim` runs `--sim-seeds` seeds (1,000 by default, about 2 minutes);
 `pytest tests/sim --sim-seed N` replays seed N exactly and prints what happened.
 A failure names its seed. `benchmarks/sim.py --seeds 100000` is the soak.
 """
