@@ -19,7 +19,6 @@ from ._run import FAULTS, run_seed
 pytestmark = [pytest.mark.sim, pytest.mark.timeout(600)]
 
 
-
 @pytest.fixture
 def seeds(request: pytest.FixtureRequest) -> list[int]:
     one = request.config.getoption("--sim-seed")
