@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 from ulid import ULID
 
 from opennua.store import (
+    GrantFacts,
     GrantRecord,
     MembershipRecord,
     New,
@@ -552,10 +553,16 @@ class Authority:
             expires_at=self._clock() + self.grant_ttl,
         )
 
-    async def grant_problem(self, execution_id: str) -> str | None:
-        """Why the execution may not go on (a `grant_problem` code), or None. Reads the
-        store afresh: this is the check at claim, renewal, resume and answer."""
-        facts = await self.store.grant_facts(execution_id)
+    async def grant_problem(
+        self, execution_id: str, *, facts: GrantFacts | None = None
+    ) -> str | None:
+        """Why the execution may not go on (a `grant_problem` code), or None: the check at
+        claim, renewal, resume and answer. `facts` are the grant's facts the caller read
+        in this same request (the Host's answer reads them with the request and the
+        execution, in one query); without them they are read from the store now. Never
+        from a cache: a revocation by any process counts for the very next check."""
+        if facts is None:
+            facts = await self.store.grant_facts(execution_id)
         if facts is None:
             return None  # accepted before grants existed: it runs as the Host's owner did
         grant, principal, role, token = facts
