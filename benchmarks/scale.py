@@ -97,7 +97,8 @@ async def _turns(http: httpx.AsyncClient, sid: str, stop_at: float, counts: Coun
                         f"/v1/sessions/{sid}/input-requests/{rid}/answer",
                         json={"option_id": "allow_once"},
                     )
-                    answered.raise_for_status()
+                    if answered.is_error:
+                        raise RuntimeError(f"answer {rid}: {answered.status_code} {answered.text}")
                 elif kind == "turn.ended":
                     counts.turns += inside
                     counts.steps_per_turn = steps
@@ -258,7 +259,9 @@ def main() -> int:
             tmp = Path(tempfile.mkdtemp(prefix=f"nua-scale-{backend}-"))
             db = None if backend == "sqlite" else _pg_db(args.pg, created)
             print(f"{backend}:")
-            server = Server(tmp / "data", db=db, step_delay="0", model="scripted:demo")
+            server = Server(
+                tmp / "data", db=db, step_delay="0", model="scripted:demo", lease_ttl="15"
+            )  # the default lease: the tests' 2 s one churns under load
             (tmp / "data").mkdir()
             server.start()
             try:

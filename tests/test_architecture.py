@@ -99,7 +99,10 @@ PUBLIC: dict[str, list[str]] = {
         "SecretKey", "SecretKeyError", "SecretStore", "decode_key", "load_key",
         "open_secret_store", "rotate_key",
     ],
-    "bridge": ["BridgeConfig", "Homeserver", "MatrixBridge", "RetryPolicy", "delivery_id"],
+    "bridge": [
+        "BridgeConfig", "Homeserver", "MatrixBridge", "RetryPolicy", "delivery_id",
+        "tracer_provider_from_env",
+    ],
 }  # fmt: skip
 
 #: Which packages each package may import (docs/architecture.md, "Imports point one way").

@@ -7,11 +7,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, StatusCode
+
 from opennua.bridge import RetryPolicy
 from opennua.bridge._deliveries import DeliveryState
 from opennua.bridge._ledger import Ledger, Outgoing
 from opennua.bridge._matrix import MatrixError
 from opennua.bridge._outbox import Outbox
+from opennua.bridge._tracing import DeliverySpans
 
 
 class Homeserver:
@@ -107,3 +113,50 @@ async def test_an_edit_is_sent_as_m_replace_of_its_sent_target(tmp_path: Path) -
         await outbox._attempt(outbox.ledger.get(out.state.delivery_id) or out)
     _, _, edit = hs.sent[1]
     assert edit["m.relates_to"] == {"rel_type": "m.replace", "event_id": "$card"}
+
+
+async def test_with_tracing_each_try_of_a_turns_delivery_is_a_span_under_the_turn(
+    tmp_path: Path,
+) -> None:
+    exported = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exported))
+    turn_span = f"00-{'a' * 32}-{'b' * 16}-01"
+    reads: list[str] = []
+
+    async def execution(execution_id: str) -> dict[str, Any]:
+        reads.append(execution_id)
+        return {"execution_id": execution_id, "traceparent": turn_span}
+
+    down = MatrixError("unreachable", "refused", transient=True)
+    hs, now = Homeserver(down, "$card", "$reply"), [1000.0]
+    outbox = _outbox(tmp_path, hs, now)
+    outbox.spans = DeliverySpans(provider, execution)
+    outbox.ledger.set_turn("dlv_card", "trn_1", "exe_1", "cli_web")
+    outbox.enqueue(_out("dlv_card"))
+    outbox.enqueue(_out("dlv_reply", "reply"))  # a reply renders no turn: no span
+    # A restart: another ledger on the same file still knows the card's turn.
+    outbox.ledger = Ledger(tmp_path / "bridge.db")
+    for _ in range(2):
+        (head, _reply) = outbox.ledger.open_deliveries()
+        await outbox._attempt(head)
+        now[0] += 10
+    (reply,) = outbox.ledger.open_deliveries()
+    await outbox._attempt(reply)
+
+    spans = exported.get_finished_spans()
+    assert [s.attributes["opennua.delivery.status"] for s in spans] == ["retrying", "sent"]
+    assert reads == ["exe_1"]  # the turn's traceparent is read once
+    for span in spans:
+        assert span.name == "send" and span.kind is SpanKind.PRODUCER
+        assert span.parent is not None and span.parent.span_id == int("b" * 16, 16)
+        assert span.context.trace_id == int("a" * 32, 16)
+        assert span.attributes["opennua.turn_id"] == "trn_1"
+        assert span.attributes["opennua.client_id"] == "cli_web"
+        assert span.attributes["messaging.destination.name"] == "!r:hs"
+    failed, sent = spans
+    assert failed.status.status_code is StatusCode.ERROR
+    assert failed.attributes["error.type"] == "unreachable"
+    assert sent.status.status_code is StatusCode.UNSET
+    assert sent.attributes["messaging.message.id"] == "$card"
+    assert sent.attributes["opennua.delivery.attempt"] == 2

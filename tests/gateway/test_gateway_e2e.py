@@ -113,10 +113,16 @@ def _audit(nua: Nua, *extra: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in listed.output.splitlines() if line.strip()]
 
 
-def _setup(tmp_path: Path, remote: Remote, provider: FakeProvider, **options: Any) -> Server:
+def _setup(
+    tmp_path: Path,
+    remote: Remote,
+    provider: FakeProvider,
+    env: dict[str, str] | None = None,
+    **options: Any,
+) -> Server:
     data = tmp_path / "data"
     data.mkdir()
-    env = provider.env() | {"NUA_DEMO_STEP_DELAY": "0"}
+    env = provider.env() | {"NUA_DEMO_STEP_DELAY": "0"} | (env or {})
     server = Server(data, model="openai:fake", env=env, **options).start()
     nua = Nua(server)
     root = plugin_dir(tmp_path / "plugin", remote.url, egress=["127.0.0.1"])

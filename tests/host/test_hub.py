@@ -118,3 +118,44 @@ async def test_a_stored_lone_surrogate_is_sent_escaped_not_raw() -> None:
     frame.json.encode("utf-8")  # every transport encodes it as UTF-8
     assert "\\udc80" in frame.json
     assert json.loads(frame.json)["data"] == "bad \udc80 text"
+
+
+class _GatedLog(FakeLog):
+    """A log whose reads wait at a gate: an append can land while the Hub is mid-read."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = asyncio.Event()
+        self.gate.set()
+        self.reading = asyncio.Event()
+
+    async def read(
+        self, session_id: str, after: int = 0, limit: int = 1000
+    ) -> list[dict[str, Any]]:
+        page = await super().read(session_id, after, limit)  # what the read saw: before the gate
+        self.reading.set()
+        await self.gate.wait()
+        return page
+
+
+async def test_an_append_during_the_hubs_read_is_delivered_without_another_wakeup() -> None:
+    # Found by benchmarks/scale.py at 100 sessions: a wake-up that came while the Hub's
+    # read was in flight was dropped, and a turn's last action (turn.ended) never reached
+    # its stream, so its client waited forever.
+    log = _GatedLog()
+    log.append("s", 1)
+    hub = Hub(log, coalesce_seconds=0)
+    follower = asyncio.create_task(hub.follow(log.stream()))
+    async with hub.subscribe("s", after=0) as subscription:
+        frames = aiter(subscription)  # one iterator: each new one starts from the history
+        assert (await anext(frames)).seq == 1
+        log.gate.clear()
+        log.reading.clear()
+        log.append("s", 1)  # wake-up 2: the Hub reads, and its read waits at the gate
+        await asyncio.wait_for(log.reading.wait(), 5)
+        log.append("s", 1)  # wake-up 3 arrives mid-read; the read already saw the log
+        await asyncio.sleep(0.05)  # the follower takes wake-up 3 while the read waits
+        log.gate.set()
+        later = [await asyncio.wait_for(anext(frames), 5) for _ in range(2)]
+    follower.cancel()
+    assert [f.seq for f in later] == [2, 3]

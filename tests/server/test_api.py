@@ -59,6 +59,9 @@ async def test_message_shows_in_history_and_snapshot(env: Env) -> None:
         assert execution["status"] == "queued"
         assert execution["epoch"] == 0 and execution["attempts"] == []
         assert execution["deadline_at"] is not None
+        # The turn span's traceparent: in the turn's trace, the span id fixed at acceptance.
+        trace_id = snap["state"]["turns"][0]["trace_id"]
+        assert execution["traceparent"].startswith(f"00-{trace_id}-")
         listed = (await client.get("/v1/sessions")).json()
         assert [s["session_id"] for s in listed["items"]] == [sid]
 

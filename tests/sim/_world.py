@@ -450,6 +450,10 @@ class World:
                 if request_id in answered:
                     continue
                 answered.add(request_id)
+                if self.rng.random() < 0.5:
+                    # A person reads the prompt before answering: the other bot may answer
+                    # meanwhile, so this answer races one already given (or loses to it).
+                    await asyncio.sleep(self.rng.uniform(0, 1.5))
                 turn = next(t for t in state["turns"] if t["turn_id"] == entry["turn_id"])
                 request = turn["input_requests"][request_id]
                 options = [o["option_id"] for o in request.get("options") or []]

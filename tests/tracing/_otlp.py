@@ -44,6 +44,8 @@ class Span:
 class Receiver:
     spans: list[Span] = field(default_factory=list)
     metric_names: set[str] = field(default_factory=set)
+    #: Every export request's body as received (decompressed): what a backend stores.
+    raw: list[bytes] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
@@ -54,6 +56,8 @@ class Receiver:
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 if self.headers.get("Content-Encoding") == "gzip":
                     body = gzip.decompress(body)
+                with receiver.lock:
+                    receiver.raw.append(body)
                 if self.path == "/v1/traces":
                     receiver._traces(body)
                 elif self.path == "/v1/metrics":

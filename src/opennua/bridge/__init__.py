@@ -9,5 +9,13 @@ reported to the Host as `delivery.updated`. It imports only the protocol and the
 from opennua.bridge._bridge import BridgeConfig, MatrixBridge
 from opennua.bridge._deliveries import RetryPolicy, delivery_id
 from opennua.bridge._synapse import Homeserver
+from opennua.bridge._tracing import tracer_provider_from_env
 
-__all__ = ["BridgeConfig", "Homeserver", "MatrixBridge", "RetryPolicy", "delivery_id"]
+__all__ = [
+    "BridgeConfig",
+    "Homeserver",
+    "MatrixBridge",
+    "RetryPolicy",
+    "delivery_id",
+    "tracer_provider_from_env",
+]

@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from opentelemetry.trace import TracerProvider
+
 from opennua.client import (
     ApiError,
     Client,
@@ -48,6 +50,7 @@ from ._deliveries import DeliveryState, RetryPolicy, delivery_id, intent_key
 from ._ledger import Binding, Ledger, Outgoing
 from ._matrix import Matrix, MatrixError
 from ._outbox import Outbox
+from ._tracing import DeliverySpans
 
 _log = logging.getLogger(__name__)
 
@@ -81,6 +84,7 @@ class MatrixBridge:
         *,
         clock: Callable[[], float] = time.time,
         rand: Callable[[], float] = random.random,
+        tracer_provider: TracerProvider | None = None,
     ) -> None:
         self.config = config
         self._clock = clock
@@ -94,9 +98,12 @@ class MatrixBridge:
         self.client_id = client_id
         self.matrix = Matrix(config.homeserver, config.token)
         self.host: Client = connect(config.host_url, config.host_token, client_id=client_id)
+        spans = None
+        if tracer_provider is not None:
+            spans = DeliverySpans(tracer_provider, self.host.execution)
         self.outbox = Outbox(
             self.ledger, self.matrix, self.host,
-            retry=config.retry, client_id=client_id, clock=clock, rand=rand,
+            retry=config.retry, client_id=client_id, clock=clock, rand=rand, spans=spans,
         )  # fmt: skip
         self._followers: dict[str, asyncio.Task[None]] = {}
         self._last_edit: dict[str, float] = {}
@@ -425,7 +432,7 @@ class MatrixBridge:
         for turn in state["turns"][binding.first_turn :]:
             self._card(binding, turn, now)
             for request in turn["input_requests"].values():
-                self._request(binding, request)
+                self._request(binding, turn, request)
             for artifact in state["artifacts"].values():
                 # Only a published artifact has bytes to upload; a failed one comes once
                 # a retry publishes it (reconcile runs again on every change).
@@ -433,7 +440,7 @@ class MatrixBridge:
                     content = {"artifact": dict(artifact), "body": r.artifact_message(artifact)}
                     self._enqueue(
                         sid, binding.room_id, artifact["artifact_id"], "upload",
-                        "m.room.message", content, parent=None,
+                        "m.room.message", content, parent=None, turn=turn,
                     )  # fmt: skip
 
     def _card(self, binding: Binding, turn: Turn, now: float) -> None:
@@ -448,7 +455,7 @@ class MatrixBridge:
         body, formatted = r.card(turn)
         if self._enqueue(
             sid, binding.room_id, tid, "card", "m.room.message",
-            r.text_content(body, formatted), parent=None,
+            r.text_content(body, formatted), parent=None, turn=turn,
         ):  # fmt: skip
             self._last_edit[tid] = now
             return
@@ -464,10 +471,10 @@ class MatrixBridge:
         source = f"{tid}/{last.state.delivery_id}/{_digest(body)}"
         self._enqueue(
             sid, binding.room_id, source, "edit", "m.room.message",
-            {"body": body, "html": formatted}, parent=card_id, source=tid,
+            {"body": body, "html": formatted}, parent=card_id, source=tid, turn=turn,
         )  # fmt: skip
 
-    def _request(self, binding: Binding, request: InputRequest) -> None:
+    def _request(self, binding: Binding, turn: Turn, request: InputRequest) -> None:
         sid, rid, room = binding.session_id, request["request_id"], binding.room_id
         request_id = delivery_id(sid, rid, "request")
         if delivery_id(sid, f"{rid}/resolved", "edit") in self._known:
@@ -477,14 +484,14 @@ class MatrixBridge:
         body, formatted = r.request_message(request)
         self._enqueue(
             sid, room, rid, "request", "m.room.message", r.text_content(body, formatted),
-            parent=None,
+            parent=None, turn=turn,
         )  # fmt: skip
         kinds = {o.get("kind") for o in r.options_of(request)}
         for key, wanted in r.REACTIONS.items():
             if kinds & set(wanted):
                 self._enqueue(
                     sid, room, f"{rid}/{key}", "reaction", "m.reaction", {"key": key},
-                    parent=request_id, source=rid,
+                    parent=request_id, source=rid, turn=turn,
                 )  # fmt: skip
         if request["status"] == "resolved":
             by: dict[str, Any] = dict(request["answered_by"] or {})
@@ -493,7 +500,7 @@ class MatrixBridge:
             body, formatted = r.resolution_message(request, self._who(by, rid))
             self._enqueue(
                 sid, room, f"{rid}/resolved", "edit", "m.room.message",
-                {"body": body, "html": formatted}, parent=request_id, source=rid,
+                {"body": body, "html": formatted}, parent=request_id, source=rid, turn=turn,
             )  # fmt: skip
 
     def _enqueue(
@@ -507,12 +514,18 @@ class MatrixBridge:
         *,
         parent: str | None,
         source: str | None = None,
+        turn: Turn | None = None,
     ) -> bool:
         """Queue a delivery once per (session, key, kind); True when it is new. `source`
-        (default `key`) is what the room's later events are matched against."""
+        (default `key`) is what the room's later events are matched against; `turn`, the
+        turn it renders (with tracing on, its tries are spans of that turn's trace)."""
         did = delivery_id(session_id, key, kind)
         if did in self._known:
             return False
+        if turn is not None and self.outbox.spans is not None:
+            # Kept with the delivery: a try after a restart still finds its turn.
+            client = turn["trigger"].get("client_id") or ""
+            self.ledger.set_turn(did, turn["turn_id"], turn["execution_id"], client)
         state = DeliveryState(did, session_id, room_id, kind, "pending")
         out = Outgoing(state, event_type, content, parent, source or key)
         new = self.outbox.enqueue(out)

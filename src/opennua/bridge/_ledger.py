@@ -51,6 +51,13 @@ CREATE TABLE IF NOT EXISTS reports (
     session_id TEXT NOT NULL,
     body TEXT NOT NULL
 );
+-- The turn a delivery renders, kept only while tracing is on (its span joins the turn).
+CREATE TABLE IF NOT EXISTS delivery_turns (
+    delivery_id TEXT PRIMARY KEY,
+    turn_id TEXT NOT NULL,
+    execution_id TEXT NOT NULL,
+    client_id TEXT
+);
 CREATE TABLE IF NOT EXISTS answers (
     request_id TEXT PRIMARY KEY,
     sender TEXT NOT NULL,
@@ -219,6 +226,24 @@ class Ledger:
     def counts(self) -> dict[str, int]:
         rows = self._db.execute("SELECT status, count(*) FROM deliveries GROUP BY status")
         return {status: n for status, n in rows}
+
+    # -- the turn a delivery renders (tracing) ----------------------------------------
+
+    def set_turn(self, delivery_id: str, turn_id: str, execution_id: str, client_id: str) -> None:
+        with self._tx() as db:
+            db.execute(
+                "INSERT OR IGNORE INTO delivery_turns VALUES (?, ?, ?, ?)",
+                (delivery_id, turn_id, execution_id, client_id),
+            )
+
+    def turn_of(self, delivery_id: str) -> dict[str, str] | None:
+        row = self._db.execute(
+            "SELECT turn_id, execution_id, client_id FROM delivery_turns WHERE delivery_id = ?",
+            (delivery_id,),
+        ).fetchone()
+        if row is None:
+            return None
+        return {"turn_id": row[0], "execution_id": row[1], "client_id": row[2] or ""}
 
     # -- uploads, answers, reports ------------------------------------------------------
 

@@ -25,6 +25,7 @@ from . import _render as r
 from ._deliveries import DeliveryState, RetryPolicy, report
 from ._ledger import Ledger, Outgoing
 from ._matrix import Matrix, MatrixError
+from ._tracing import DeliverySpans
 
 _log = logging.getLogger(__name__)
 
@@ -40,6 +41,7 @@ class Outbox:
         client_id: str,
         clock: Callable[[], float] = time.time,
         rand: Callable[[], float],
+        spans: DeliverySpans | None = None,
     ) -> None:
         self.ledger = ledger
         self.matrix = matrix
@@ -48,6 +50,8 @@ class Outbox:
         self.client_id = client_id
         self._clock = clock
         self._rand = rand
+        #: With tracing on: each try of a turn's delivery is a span of the turn's trace.
+        self.spans = spans
         self._wake_send = asyncio.Event()
         self._wake_report = asyncio.Event()
 
@@ -82,6 +86,27 @@ class Outbox:
                     await asyncio.wait_for(self._wake_send.wait(), min(timeout, 1.0))
 
     async def _attempt(self, out: Outgoing) -> None:
+        start_ns = time.time_ns()
+        new = await self._try(out)
+        self.ledger.update(new, self.report_body(new))
+        self._wake_report.set()
+        if self.spans is not None:
+            await self._span(self.spans, new, out.event_type, start_ns)
+
+    async def _span(
+        self, spans: DeliverySpans, tried: DeliveryState, event_type: str, start_ns: int
+    ) -> None:
+        end_ns = time.time_ns()
+        try:
+            turn = self.ledger.turn_of(tried.delivery_id)
+            if turn is not None:
+                await spans.emit(turn, tried, event_type, start_ns, end_ns)
+        except Exception:
+            # Tracing never stops a delivery.
+            _log.warning("no span for delivery %s", tried.delivery_id, exc_info=True)
+
+    async def _try(self, out: Outgoing) -> DeliveryState:
+        """Send `out` once: the delivery's state after this try."""
         state = out.state
         try:
             content = await self._content(out)
@@ -114,8 +139,7 @@ class Outbox:
                 state, status="sent", attempts=state.attempts + 1, event_id=event_id,
                 next_at=None, error_code=None, error_message=None,
             )  # fmt: skip
-        self.ledger.update(new, self.report_body(new))
-        self._wake_report.set()
+        return new
 
     async def _content(self, out: Outgoing) -> dict[str, Any]:
         """The event content, completed with what is known only now (the target's event

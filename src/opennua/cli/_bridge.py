@@ -6,12 +6,13 @@ import asyncio
 import contextlib
 import logging
 import os
+import signal
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from opennua.bridge import BridgeConfig, Homeserver, MatrixBridge
+from opennua.bridge import BridgeConfig, Homeserver, MatrixBridge, tracer_provider_from_env
 
 from ._context import ExitCode, Settings, fail, settings
 
@@ -67,9 +68,22 @@ def matrix(
     )
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     cfg.stderr.print(f"bridging {user} on {homeserver} to {cfg.url}")
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(MatrixBridge(config).run())
+    # Off unless OTEL_* says so (docs/observability.md): deliveries as spans of their turns.
+    provider = tracer_provider_from_env(os.environ)
+    if provider is not None:
+        # Stopped by SIGTERM, the spans still queued are exported (as at Ctrl-C).
+        signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(MatrixBridge(config, tracer_provider=provider).run())
+    finally:
+        if provider is not None:
+            provider.shutdown()
     raise typer.Exit(ExitCode.OK)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def _token(path: Path | None) -> str | None:

@@ -30,6 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
+from opentelemetry.trace import TracerProvider
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
@@ -53,6 +54,7 @@ from . import _tickets
 from ._audit import AuditLog
 from ._redact import Redactor
 from ._resolve import Connection, Refusal, Resolver
+from ._spans import CallSpans
 
 log = logging.getLogger("opennua.gateway")
 
@@ -79,6 +81,7 @@ class Gateway:
         clock: Callable[[], float] = time.time,
         upstream: httpx.AsyncClient | None = None,
         audit_interval: float = 0.05,
+        tracer_provider: TracerProvider | None = None,
     ) -> None:
         self._store = store
         self._secrets = secrets
@@ -88,6 +91,8 @@ class Gateway:
             timeout=httpx.Timeout(30.0, read=300.0), follow_redirects=False
         )
         self.audit = AuditLog(store, interval=audit_interval)
+        #: A span per answered request, when tracing is on (`_spans`).
+        self._spans = CallSpans(tracer_provider)
         #: ticket hash -> (execution_id, epoch), once the store confirmed it
         self._tickets: dict[str, tuple[str, int]] = {}
         #: execution_id -> its session (never changes)
@@ -106,17 +111,40 @@ class Gateway:
     # -- one request -----------------------------------------------------------------------
 
     async def _handle(self, request: Request) -> Response:
+        if not self._spans.enabled:
+            return await self._answer(request, {}, {})
+        start_ns = time.time_ns()
+        call: dict[str, Any] = {}
+        message: dict[str, Any] = {}
+        response = await self._answer(request, call, message)
+        try:
+            self._spans.emit(
+                call,
+                message,
+                method=request.method,
+                header=request.headers.get("traceparent"),
+                status=response.status_code,
+                start_ns=start_ns,
+            )
+        except Exception:  # tracing never fails a call
+            log.warning("no span for a gateway call", exc_info=True)
+        return response
+
+    async def _answer(
+        self, request: Request, call: dict[str, Any], message: dict[str, Any]
+    ) -> Response:
+        """Check and forward one request; `call` and `message` are filled in with what
+        was learnt of it (for its span)."""
         started = time.perf_counter()
         server = request.url.path.removeprefix(PATH).strip("/")
-        call: dict[str, Any] = {"server": server}
-        message: dict[str, Any] = {}
+        call["server"] = server
         try:
             if request.method == "GET":
                 return _problem(405, "method_not_allowed", "no standalone stream: POST requests")
             if request.method not in ("POST", "DELETE"):
                 return _problem(405, "method_not_allowed", "POST or DELETE")
             body = await _body(request)
-            message = _message(body)
+            message.update(_message(body))
             if message.get("method") == "tools/call":
                 call["tool"] = str((message.get("params") or {}).get("name", ""))[:200]
             execution_id, epoch = await self._ticket(request)
@@ -133,6 +161,7 @@ class Gateway:
             except NotFound as exc:
                 raise Refusal("unauthorized", "unknown gateway ticket", 401) from exc
             execution = facts.execution
+            call["execution"] = execution
             call["principal_id"] = execution.principal_id
             if execution.status != "running" or execution.epoch != epoch:
                 # A ticket of an earlier attempt (fenced), or of an execution that ended.
@@ -243,6 +272,7 @@ class Gateway:
         return Response(content, status_code=answer.status_code, headers=back)
 
     def _audit(self, call: dict[str, Any], outcome: str, code: str | None, started: float) -> None:
+        call["outcome"], call["code"] = outcome, code
         now = self._clock()
         self.audit.add(
             AuditRecord(

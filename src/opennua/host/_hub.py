@@ -179,18 +179,30 @@ class Hub:
     async def follow(self, wakeups: AsyncIterator[tuple[str, int]]) -> None:
         """Run until cancelled: turn store wake-ups into deliveries."""
         pending: dict[str, asyncio.Task[None]] = {}
+        # Sessions woken again while their pull was under way: that pull's read may have
+        # missed the append, and no later wake-up may come (a turn's last action).
+        again: set[str] = set()
 
         async def pull_soon(session_id: str, channel: _Channel) -> None:
             try:
-                await asyncio.sleep(self._coalesce)
-                await self._pull(session_id, channel)
+                while True:
+                    await asyncio.sleep(self._coalesce)
+                    again.discard(session_id)
+                    await self._pull(session_id, channel)
+                    if session_id not in again:
+                        return
             finally:
                 pending.pop(session_id, None)
+                again.discard(session_id)
 
         try:
             async for session_id, seq in wakeups:
                 channel = self._channels.get(session_id)
-                if channel is not None and seq > channel.frontier and session_id not in pending:
+                if channel is None or seq <= channel.frontier:
+                    continue
+                if session_id in pending:
+                    again.add(session_id)
+                else:
                     pending[session_id] = asyncio.create_task(pull_soon(session_id, channel))
         finally:
             for task in list(pending.values()):

@@ -25,6 +25,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from opennua.runtime._env import GatewayRoute
 from opennua.runtime._errors import RuntimeFailure, ToolError
@@ -130,6 +131,8 @@ def _result_text(result: mcp_types.CallToolResult) -> str:
 
 
 GATEWAY_PATH = "/v1/gateway/mcp/"
+#: Only W3C Trace Context (no baggage) goes to the gateway.
+_PROPAGATOR = TraceContextTextMapPropagator()
 
 
 def _first_mcp_error(exc: BaseException) -> MCPError | None:
@@ -141,6 +144,13 @@ def _first_mcp_error(exc: BaseException) -> MCPError | None:
             if found is not None:
                 return found
     return None
+
+
+async def _traceparent(request: Any) -> None:
+    """The W3C `traceparent` of the span current where the request was made (the tool
+    call's `execute_tool`: the MCP SDK sends each request in its caller's context), so the
+    gateway's span of the call is its child. Nothing when no span is (tracing off)."""
+    _PROPAGATOR.inject(request.headers)
 
 
 async def _via_gateway(stack: AsyncExitStack, spec: McpServer, gateway: GatewayRoute | None) -> Any:
@@ -156,6 +166,7 @@ async def _via_gateway(stack: AsyncExitStack, spec: McpServer, gateway: GatewayR
     http = await stack.enter_async_context(
         create_mcp_http_client(headers={"Authorization": f"Bearer {gateway.ticket}"})
     )
+    http.event_hooks["request"].append(_traceparent)
     url = gateway.url.rstrip("/") + GATEWAY_PATH + spec.name
     return streamable_http_client(url, http_client=http)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import json
 from collections.abc import Awaitable, Callable, Mapping
@@ -71,6 +72,16 @@ class ToolContext:
         self.reported.append(payload)
 
 
+@functools.cache
+def _schema_json(args_model: type[BaseModel]) -> str:
+    """A model's JSON schema, generated once: pydantic builds it anew on every call, and
+    every model request offers every tool (it was a third of a busy loop's time). Kept as
+    text so each caller gets its own copy to change."""
+    schema = args_model.model_json_schema()
+    schema.pop("title", None)
+    return json.dumps(schema)
+
+
 @dataclass(frozen=True)
 class Tool:
     """A tool the model may call. `args_model` validates the model's arguments."""
@@ -92,8 +103,7 @@ class Tool:
     def parameters_schema(self) -> dict[str, Any]:
         if self.args_model is None:
             return dict(self.json_schema or {"type": "object", "properties": {}})
-        schema = self.args_model.model_json_schema()
-        schema.pop("title", None)
+        schema: dict[str, Any] = json.loads(_schema_json(self.args_model))
         return schema
 
     def describe(self) -> dict[str, Any]:

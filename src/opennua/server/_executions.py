@@ -55,6 +55,10 @@ class ExecutionDoc(BaseModel):
     #: Who or what caused it (recorded for causality; grants nothing).
     trigger: JsonValue
     workload: WorkloadDoc
+    #: W3C `traceparent` of the turn's span (docs/observability.md): a client that traces
+    #: its own work for the turn (the chat bridge's deliveries) makes its spans children
+    #: of it. None for an execution stored before traces were.
+    traceparent: str | None
 
 
 @router.get(
@@ -102,5 +106,11 @@ async def execution(ctx: Context, auth: Reader, execution_id: str) -> JSONRespon
                 "attempt": latest.attempt if latest else None,
                 "attempt_id": latest.attempt_id if latest else None,
             },
+            "traceparent": _traceparent(e.trace_context),
         }
     )
+
+
+def _traceparent(context: object) -> str | None:
+    value = context.get("traceparent") if isinstance(context, dict) else None
+    return value if isinstance(value, str) else None

@@ -276,7 +276,7 @@ async def _serve(
             tasks.append(asyncio.create_task(supervisor.run()))
         gateway = None
         if config.role in ("all", "gateway"):
-            gateway = Gateway(store, secret_store)
+            gateway = Gateway(store, secret_store, tracer_provider=telemetry.tracer_provider)
         server = None
         if config.role == "gateway":
             assert gateway is not None
