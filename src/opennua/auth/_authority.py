@@ -6,7 +6,8 @@ itself is `_policy` (pure); this module is the I/O around it.
 
 Lookups are cached for `cache_seconds` (default 1 s) so that a request does not pay for
 three store reads; every change made through this Authority drops the cache at once, and
-a change made by another process is seen within `cache_seconds`.
+a change made by another process is seen within `cache_seconds`. Execution grants are
+never cached: `grant_problem` judges the facts as read in the same request.
 """
 
 from __future__ import annotations
