@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from opennua.host import Hub, SessionHost
-from opennua.protocol import Accepted, AnswerInput, CreateSession, SendMessage
+from opennua.auth import Authority
+from opennua.host import Actor, Hub, SessionHost
+from opennua.protocol import Accepted, AnswerInput, CreateSession, Rejected, SendMessage
 from opennua.protocol.actions import TextPart
 from opennua.store import Store, open_store
 from tests.server._harness import Env, FakeClock, park_for_input
@@ -138,3 +139,53 @@ async def test_a_crash_right_after_the_winning_answer_leaves_its_key_completed(
         assert (await restarted.store.get_input_request(rid)).status == "resolved"
         resolved = [x for x in await restarted.store.read(sid) if x["type"].endswith("resolved")]
         assert len(resolved) == 1
+
+
+@pytest.mark.parametrize("change", ["token_revoked", "membership_removed"])
+async def test_a_revocation_on_another_host_refuses_the_very_next_answer(
+    url: str, tmp_path: Path, change: str
+) -> None:
+    """Host A accepts answers; another process (its own store connection and Authority,
+    nothing shared in memory) revokes the token the turn was started with, or removes its
+    principal from the workspace. The next answer A takes is refused: the grant's facts are
+    read with the answer, never from a cache."""
+    options = [{"option_id": "ok", "name": "OK", "kind": "allow_once"}]
+    clock = FakeClock()
+    async with (
+        await open_store(url, data_dir=tmp_path / "data") as store_a,
+        await open_store(url, data_dir=tmp_path / "data") as store_b,
+    ):
+        a, b = Authority(store_a), Authority(store_b)
+        await a.bootstrap("owner-token")
+        owner = await a.authenticate("owner-token")
+        workspace = owner.default_workspace
+        assert workspace is not None
+        bob, bob_token = await a.create_user(owner, "bob")
+        await a.set_member(owner, workspace, bob.principal_id, "member")
+        bob_caller = await a.authenticate(bob_token)  # A's caches are warm
+        host = SessionHost(store_a, Hub(store_a), clock=clock, grant_check=a.grant_problem)
+        await host.registry.ensure_builtin("scripted:demo")
+        actor = Actor(bob.principal_id, workspace, a.grant_for(bob_caller, workspace, model=None))
+        created = await host.create_session(
+            CreateSession(intent_id="int_s", client_id="c", title="t"), actor=actor
+        )
+        assert isinstance(created, Accepted)
+        sid = created.ids["session_id"]
+        turn = await host.send_message(sid, _msg("int_m"), actor=actor)
+        assert isinstance(turn, Accepted)
+        eid, tid = turn.ids["execution_id"], turn.ids["turn_id"]
+        env = Env(store_a, host.hub, host, clock, None, a)  # type: ignore[arg-type]
+        rid = await park_for_input(env, sid, eid, tid, options=options)
+        assert await a.grant_problem(eid) is None
+
+        if change == "token_revoked":
+            await b.revoke_token(await b.authenticate(bob_token), bob_caller.token_id)
+        else:
+            await b.remove_member(await b.authenticate("owner-token"), workspace, bob.principal_id)
+
+        answer = AnswerInput(intent_id="int_a", client_id="cli_a", request_id=rid, option_id="ok")
+        refused = await host.answer_input(sid, answer, actor=Actor(owner.principal_id, workspace))
+        assert isinstance(refused, Rejected), refused
+        assert refused.code == "grant_revoked" and change in refused.message
+        assert (await store_a.get_execution(eid)).status == "revoked"
+        assert (await store_a.get_input_request(rid)).status != "open"

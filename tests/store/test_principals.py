@@ -8,14 +8,17 @@ import pytest
 from opennua.auth import Authority, Denied
 from opennua.store import (
     GrantRecord,
+    InputRequestRecord,
     MembershipRecord,
+    NotFound,
     PrincipalRecord,
     Store,
+    TokenRecord,
     WorkspaceRecord,
     WriteConflict,
 )
 
-from .conftest import FakeClock
+from .conftest import FakeClock, execution
 
 
 async def test_names_are_unique_and_memberships_upsert(store: Store) -> None:
@@ -136,3 +139,76 @@ async def test_grant_facts_read_the_grant_with_what_it_is_checked_against(
     grant, principal, role, token = facts
     assert grant.execution_id == "exe_1" and principal is not None and principal.name == "alice"
     assert role == "member" and token is None  # a token that is gone reads as none
+
+
+async def test_answer_facts_read_request_execution_and_grant_facts_as_they_are_now(
+    store: Store, clock: FakeClock
+) -> None:
+    """One read for an answer: what it reads is the current state of every fact, so a
+    revocation (by any process) counts for the very next answer."""
+    with pytest.raises(NotFound):
+        await store.answer_facts("req_none")
+    await store.create_session("ses_a", created_at=clock.now)
+    await store.create_execution(execution("exe_1", "ses_a", clock.now))
+    claimed = await store.claim("sup", clock.now, 30.0)
+    assert claimed is not None
+    async with store.fenced("exe_1", claimed.epoch) as tx:
+        tx.open_input_request(
+            InputRequestRecord(
+                request_id="req_1",
+                session_id="ses_a",
+                execution_id="exe_1",
+                turn_id="trn_exe_1",
+                status="open",
+                payload={"prompt": "May I?"},
+                created_at=clock.now,
+            )
+        )
+        tx.park_for_input()
+    before = await store.answer_facts("req_1")
+    assert before.request == await store.get_input_request("req_1")
+    assert before.execution == await store.get_execution("exe_1")
+    assert before.execution.status == "waiting_input"
+    assert before.grant is None  # accepted before grants existed
+
+    await store.create_principal(
+        PrincipalRecord(principal_id="prn_a", kind="user", name="alice", created_at=1.0),
+        memberships=[
+            MembershipRecord(
+                workspace_id="wsp_a", principal_id="prn_a", role="member", created_at=1.0
+            )
+        ],
+    )
+    await store.create_token(
+        TokenRecord(
+            token_id="tok_a", principal_id="prn_a", secret_hash="h", name=None, created_at=1.0
+        )
+    )
+    await store.put_grant(
+        GrantRecord(
+            execution_id="exe_1",
+            principal_id="prn_a",
+            workspace_id="wsp_a",
+            token_id="tok_a",
+            expires_at=100.0,
+        )
+    )
+    facts = await store.answer_facts("req_1")
+    assert facts.grant == await store.grant_facts("exe_1")
+    assert facts.grant is not None
+    grant, principal, role, token = facts.grant
+    assert grant.token_id == "tok_a" and role == "member"
+    assert principal is not None and principal.disabled_at is None
+    assert token is not None and token.revoked_at is None
+
+    await store.revoke_token("tok_a", 5.0)
+    await store.remove_membership("wsp_a", "prn_a")
+    await store.disable_principal("prn_a", 6.0)
+    await store.revoke_grant("exe_1", 7.0, "token_revoked")
+    after = await store.answer_facts("req_1")
+    assert after.grant == await store.grant_facts("exe_1")
+    assert after.grant is not None
+    grant, principal, role, token = after.grant
+    assert grant.revoked_at == 7.0 and grant.revoked_reason == "token_revoked"
+    assert principal is not None and principal.disabled_at == 6.0
+    assert role is None and token is not None and token.revoked_at == 5.0

@@ -6,7 +6,8 @@ itself is `_policy` (pure); this module is the I/O around it.
 
 Lookups are cached for `cache_seconds` (default 1 s) so that a request does not pay for
 three store reads; every change made through this Authority drops the cache at once, and
-a change made by another process is seen within `cache_seconds`.
+a change made by another process is seen within `cache_seconds`. Execution grants are
+never cached: `grant_problem` judges the facts as read in the same request.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any, TypeVar
 from ulid import ULID
 
 from opennua.store import (
+    GrantFacts,
     GrantRecord,
     MembershipRecord,
     New,
@@ -552,10 +554,16 @@ class Authority:
             expires_at=self._clock() + self.grant_ttl,
         )
 
-    async def grant_problem(self, execution_id: str) -> str | None:
-        """Why the execution may not go on (a `grant_problem` code), or None. Reads the
-        store afresh: this is the check at claim, renewal, resume and answer."""
-        facts = await self.store.grant_facts(execution_id)
+    async def grant_problem(
+        self, execution_id: str, *, facts: GrantFacts | None = None
+    ) -> str | None:
+        """Why the execution may not go on (a `grant_problem` code), or None: the check at
+        claim, renewal, resume and answer. `facts` are the grant's facts the caller read
+        in this same request (the Host's answer reads them with the request and the
+        execution, in one query); without them they are read from the store now. Never
+        from a cache: a revocation by any process counts for the very next check."""
+        if facts is None:
+            facts = await self.store.grant_facts(execution_id)
         if facts is None:
             return None  # accepted before grants existed: it runs as the Host's owner did
         grant, principal, role, token = facts

@@ -16,7 +16,7 @@ import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
-from typing import Any
+from typing import Any, Protocol
 
 from opennua.protocol import (
     Accepted,
@@ -40,6 +40,7 @@ from opennua.store import (
     ArtifactRecord,
     AttemptRecord,
     Execution,
+    GrantFacts,
     InFlight,
     Lost,
     Mismatch,
@@ -79,9 +80,17 @@ from ._tracing import trace_parent, turn_trace
 _log = logging.getLogger(__name__)
 
 ACTIVE = ("queued", "running", "waiting_input")
-#: Why an execution's grant no longer holds (a code), or None: checked when an answer
-#: would resume it (the server passes `opennua.auth.Authority.grant_problem`).
-GrantCheck = Callable[[str], Awaitable[str | None]]
+
+
+class GrantCheck(Protocol):
+    """Why an execution's grant no longer holds (a code), or None: checked when an answer
+    would resume it (the server passes `opennua.auth.Authority.grant_problem`). `facts`:
+    the grant's facts the Host read with the answer's request (None: read them now)."""
+
+    async def __call__(self, execution_id: str, *, facts: GrantFacts | None = None) -> str | None:
+        """The check."""
+
+
 #: Delivery states after which the platform's answer is final.
 CLOSED_DELIVERY = ("sent", "failed", "delivered", "abandoned")
 
@@ -386,12 +395,14 @@ class SessionHost:
 
         async def body() -> tuple[IntentResult, bool]:
             try:
-                request = await self.store.get_input_request(intent.request_id)
+                # One read for everything the answer is checked against, grant included.
+                facts = await self.store.answer_facts(intent.request_id)
             except NotFound:
-                request = None
-            if request is None or request.session_id != session_id:
+                facts = None
+            if facts is None or facts.request.session_id != session_id:
                 msg = f"input request {intent.request_id} not found in this session"
                 return self._reject(intent, "not_found", msg), False
+            request = facts.request
             now = self._clock()
             if request.status == "resolved":
                 return _conflict(intent, request.resolution), True
@@ -399,7 +410,7 @@ class SessionHost:
                 request.expires_at is not None and request.expires_at <= now
             ):
                 return self._reject(intent, "gone", f"the input request is {request.status}"), False
-            execution = await self.store.get_execution(request.execution_id)
+            execution = facts.execution
             if execution.status not in ACTIVE or execution.cancel_requested:
                 # Nobody will resume with this answer, unless another one won meanwhile
                 # (a winner re-queues the execution, so re-read before saying "gone").
@@ -410,7 +421,7 @@ class SessionHost:
             problem = check_answer(request.payload, intent)
             if problem is not None:
                 return self._reject(intent, "validation_error", problem), False
-            revoked = await self._revoked(execution, now)
+            revoked = await self._revoked(execution, facts.grant, now)
             if revoked is not None:
                 return self._reject(intent, "grant_revoked", revoked), False
             answered_by = {"client_id": intent.client_id, "principal_id": principal_id}
@@ -565,12 +576,15 @@ class SessionHost:
 
     # -- internals -------------------------------------------------------------------
 
-    async def _revoked(self, execution: Execution, now: float) -> str | None:
-        """Check a parked execution's grant before an answer resumes it. When it no longer
-        holds, the turn ends `revoked` here (nobody runs it to end it) and clients see why."""
+    async def _revoked(
+        self, execution: Execution, grant: GrantFacts | None, now: float
+    ) -> str | None:
+        """Check a parked execution's grant (as read with the answer) before an answer
+        resumes it. When it no longer holds, the turn ends `revoked` here (nobody runs it
+        to end it) and clients see why."""
         if self._grant_check is None:
             return None
-        problem = await self._grant_check(execution.execution_id)
+        problem = await self._grant_check(execution.execution_id, facts=grant)
         if problem is None:
             return None
         error = {"code": "grant_revoked", "message": f"the execution's grant is revoked: {problem}"}

@@ -3,6 +3,7 @@
 See docs/store.md for the contract, units of work, group commit and claim ordering.
 """
 
+from ._auth_ops import AnswerFacts, GrantFacts
 from ._automation import DeliveryRecord, FireRecord, HookRecord, ScheduleRecord, SchedulerLease
 from ._base import Store
 from ._blobs import BlobRef, BlobStore
@@ -61,6 +62,7 @@ from ._unit import FencedTransaction, Handle, Transaction
 from ._watch import Watcher
 
 __all__ = [
+    "AnswerFacts",
     "ArtifactRecord",
     "AttemptRecord",
     "AuditRecord",
@@ -80,6 +82,7 @@ __all__ = [
     "FileBlobStore",
     "FireRecord",
     "GatewayFacts",
+    "GrantFacts",
     "GrantRecord",
     "Handle",
     "HookRecord",

@@ -14,13 +14,25 @@ from ._log_ops import append_to_request_session
 from ._records import (
     Execution,
     GrantRecord,
+    InputRequestRecord,
     MembershipRecord,
     PrincipalRecord,
     TokenRecord,
     UsageRow,
     WorkspaceRecord,
 )
-from ._sql import EXEC_COLS, Dialect, Effects, Op, Program, Query, Row, execution_from_row
+from ._sql import (
+    EXEC_COLS,
+    INPUT_COLS,
+    Dialect,
+    Effects,
+    Op,
+    Program,
+    Query,
+    Row,
+    execution_from_row,
+    input_request_from_row,
+)
 
 _PRINCIPAL_COLS = "principal_id, kind, name, workspace_id, created_by, created_at, disabled_at"
 _TOKEN_COLS = "token_id, principal_id, secret_hash, name, created_at, expires_at, revoked_at"
@@ -391,33 +403,86 @@ def get_grant(execution_id: str) -> Program[GrantRecord | None]:
     return _grant(rows[0]) if rows else None
 
 
-def grant_facts(
-    execution_id: str,
-) -> Program[tuple[GrantRecord, PrincipalRecord | None, str | None, TokenRecord | None] | None]:
-    """An execution's grant with the facts it is checked against (its principal, their
-    role in the grant's workspace, the token it came with), in one query: it runs at
-    every heartbeat and every answer."""
-    principal = ", ".join(f"p.{c}" for c in _PRINCIPAL_COLS.split(", "))
-    token = ", ".join(f"t.{c}" for c in _TOKEN_COLS.split(", "))
-    grant = ", ".join(f"g.{c}" for c in _GRANT_COLS.split(", "))
-    rows = yield Query(
-        f"SELECT {grant}, {principal}, m.role, {token} FROM execution_grants g "
-        "LEFT JOIN principals p ON p.principal_id = g.principal_id "
-        "LEFT JOIN memberships m ON m.workspace_id = g.workspace_id "
-        "AND m.principal_id = g.principal_id "
-        "LEFT JOIN api_tokens t ON t.token_id = g.token_id "
-        "WHERE g.execution_id = ?",
-        (execution_id,),
-    )
-    if not rows:
-        return None
-    r = rows[0]
+#: An execution's grant with the facts it is judged by: its principal, their role in the
+#: grant's workspace, the token it came with (None where that row is gone).
+GrantFacts = tuple[GrantRecord, PrincipalRecord | None, str | None, TokenRecord | None]
+
+
+def _cols(alias: str, cols: str) -> str:
+    return ", ".join(f"{alias}.{c}" for c in cols.split(", "))
+
+
+# A grant `g` with its facts: the select list (25 columns) and the joins that feed it.
+_GRANT_FACT_COLS = (
+    f"{_cols('g', _GRANT_COLS)}, {_cols('p', _PRINCIPAL_COLS)}, m.role, {_cols('t', _TOKEN_COLS)}"
+)
+_GRANT_FACT_JOINS = (
+    "LEFT JOIN principals p ON p.principal_id = g.principal_id "
+    "LEFT JOIN memberships m ON m.workspace_id = g.workspace_id "
+    "AND m.principal_id = g.principal_id "
+    "LEFT JOIN api_tokens t ON t.token_id = g.token_id "
+)
+
+
+def _grant_facts(r: Row) -> GrantFacts | None:
     g, p, role, t = r[:10], r[10:17], r[17], r[18:25]
+    if g[0] is None:
+        return None
     return (
         _grant(g),
         _principal(p) if p[0] is not None else None,
         role,
         _token(t) if t[0] is not None else None,
+    )
+
+
+def grant_facts(execution_id: str) -> Program[GrantFacts | None]:
+    """An execution's grant with the facts it is checked against, in one query: it runs
+    at every heartbeat."""
+    rows = yield Query(
+        f"SELECT {_GRANT_FACT_COLS} FROM execution_grants g {_GRANT_FACT_JOINS}"
+        "WHERE g.execution_id = ?",
+        (execution_id,),
+    )
+    return _grant_facts(rows[0]) if rows else None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AnswerFacts:
+    """What accepting an answer reads: the input request, its execution, and the
+    execution's grant with its facts (None: no grant)."""
+
+    request: InputRequestRecord
+    execution: Execution
+    grant: GrantFacts | None
+
+
+_INPUT_N = len(INPUT_COLS.split(", "))
+_EXEC_N = len(EXEC_COLS.split(", "))
+
+
+def answer_facts(request_id: str) -> Program[AnswerFacts]:
+    """In one query (one round trip on either backend): an answer is checked against
+    all of it at the moment it is accepted."""
+    rows = yield Query(
+        f"SELECT {_cols('i', INPUT_COLS)}, {_cols('e', EXEC_COLS)}, {_GRANT_FACT_COLS} "
+        "FROM input_requests i "
+        "LEFT JOIN executions e ON e.execution_id = i.execution_id "
+        "LEFT JOIN execution_grants g ON g.execution_id = i.execution_id "
+        f"{_GRANT_FACT_JOINS}WHERE i.request_id = ?",
+        (request_id,),
+    )
+    if not rows:
+        raise NotFound("input request", request_id)
+    r = rows[0]
+    request = input_request_from_row(r[:_INPUT_N])
+    e = r[_INPUT_N : _INPUT_N + _EXEC_N]
+    if e[0] is None:
+        raise NotFound("execution", request.execution_id)
+    return AnswerFacts(
+        request=request,
+        execution=execution_from_row(e),
+        grant=_grant_facts(r[_INPUT_N + _EXEC_N :]),
     )
 
 

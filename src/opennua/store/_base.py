@@ -14,6 +14,7 @@ from . import _reads as reads
 from . import _registry as registry
 from . import _secret_ops as secret_ops
 from ._actions import encode_actions
+from ._auth_ops import AnswerFacts, GrantFacts
 from ._automation import (
     DeliveryRecord,
     FireRecord,
@@ -512,11 +513,14 @@ class Store(abc.ABC):
     async def get_grant(self, execution_id: str) -> GrantRecord | None:
         return await self._read(auth_ops.get_grant(execution_id))
 
-    async def grant_facts(
-        self, execution_id: str
-    ) -> tuple[GrantRecord, PrincipalRecord | None, str | None, TokenRecord | None] | None:
+    async def grant_facts(self, execution_id: str) -> GrantFacts | None:
         """The grant, its principal, their role in its workspace and its token, or None."""
         return await self._read(auth_ops.grant_facts(execution_id))
+
+    async def answer_facts(self, request_id: str) -> AnswerFacts:
+        """An input request, its execution and that execution's `grant_facts`, read in one
+        query; NotFound for an unknown request."""
+        return await self._read(auth_ops.answer_facts(request_id))
 
     async def renew_grant(self, execution_id: str, expires_at: float) -> bool:
         result: bool = await self._one(auth_ops.RenewGrant(execution_id, expires_at))

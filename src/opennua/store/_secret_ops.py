@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from . import _auth_ops as auth_ops
 from . import _reads as reads
 from ._errors import NotFound, WriteConflict
-from ._records import Execution, GrantRecord, PrincipalRecord, TokenRecord
+from ._records import Execution
 from ._sql import Dialect, Effects, Op, Program, Query, Row
 
 _SECRET_COLS = "workspace_id, name, sealed, key_id, created_at, updated_at, last_used_at"
@@ -300,7 +300,7 @@ class GatewayFacts:
     (those that exist, in the grant's workspace)."""
 
     execution: Execution
-    grant: tuple[GrantRecord, PrincipalRecord | None, str | None, TokenRecord | None] | None
+    grant: auth_ops.GrantFacts | None
     secrets: dict[str, SealedSecret]
 
 
