@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
+import psycopg
 import pytest
 
 from opennua.store import (
@@ -19,6 +21,7 @@ from opennua.store import (
     Store,
     Won,
     WriteConflict,
+    open_store,
 )
 
 from .conftest import FakeClock, action, execution
@@ -120,6 +123,55 @@ async def test_an_answer_that_wins_before_the_park_leaves_the_execution_queued(
     assert (await store.get_execution("exe_1")).status == "queued"
     resumed = await store.claim("sup", clock.now, TTL)
     assert resumed is not None and resumed.epoch == claimed.epoch + 1
+
+
+@pytest.mark.postgres
+async def test_an_answer_committed_while_the_park_is_in_flight_queues_the_execution(
+    pg_url: str, tmp_path: Path, clock: FakeClock
+) -> None:
+    """Found by benchmarks/scale.py on PostgreSQL: the park unit holds the execution's row
+    (its fence) and has already evaluated "any request still open?" when the answer
+    resolves the request and re-queues — which found a running execution and did nothing.
+    The park then committed `waiting_input` for a resolved request: stuck for good. The
+    answer must wait for the park's row lock, then re-queue what it parked."""
+    async with await open_store(pg_url, data_dir=tmp_path / "data") as store:
+        await store.create_session("ses_a", created_at=clock.now)
+        await store.create_execution(execution("exe_1", "ses_a", clock.now))
+        claimed = await store.claim("sup", clock.now, TTL)
+        assert claimed is not None
+        async with store.fenced("exe_1", claimed.epoch) as tx:
+            tx.open_input_request(
+                InputRequestRecord(
+                    request_id="req_1",
+                    session_id="ses_a",
+                    execution_id="exe_1",
+                    turn_id="trn_exe_1",
+                    tool_call_id="call_1",
+                    status="open",
+                    payload={"prompt": "Run it?", "options": ["allow_once"]},
+                    created_at=clock.now,
+                )
+            )
+        # The park, by hand so the answer can land between its statement and its COMMIT:
+        # the fence's row lock, then the park's own UPDATE (it sees the request open).
+        park = await psycopg.AsyncConnection.connect(pg_url)
+        try:
+            await park.execute("SELECT 1 FROM executions WHERE execution_id = 'exe_1' FOR UPDATE")
+            await park.execute(
+                "UPDATE executions SET status = CASE WHEN NOT EXISTS (SELECT 1 FROM "
+                "input_requests WHERE execution_id = 'exe_1' AND status = 'open') "
+                "THEN 'queued' ELSE 'waiting_input' END, owner = NULL, lease_expires_at = NULL "
+                "WHERE execution_id = 'exe_1'"
+            )
+            answer = asyncio.create_task(
+                store.resolve_input("req_1", {"option_id": "allow_once"}, "prn", "cli", clock.now)
+            )
+            await asyncio.sleep(0.5)  # the answer is sent and (without the lock) committed
+            await park.commit()
+        finally:
+            await park.close()
+        assert isinstance(await asyncio.wait_for(answer, 10), Won)
+        assert (await store.get_execution("exe_1")).status == "queued"
 
 
 async def test_expired_and_cancelled_requests_cannot_be_won(store: Store, clock: FakeClock) -> None:

@@ -360,6 +360,20 @@ class InsertInputRequest(Op):
         return r
 
 
+def _lock_execution_of(d: Dialect, request_id: str) -> Program[None]:
+    """Lock the request's execution row before touching the request (the order of every
+    fenced unit: execution, then its requests). A park in flight holds that row and has
+    already found the request open; without waiting for it, the re-queue that follows
+    would find the execution still running and do nothing, and the park would strand it
+    `waiting_input` for a request no longer open. SQLite's single writer needs none."""
+    if d.lock_row:
+        yield Query(
+            "SELECT 1 FROM executions WHERE execution_id = (SELECT execution_id FROM "
+            f"input_requests WHERE request_id = ?){d.lock_row}",
+            (request_id,),
+        )
+
+
 def _requeue(execution_id: str) -> Query:
     return Query(
         "UPDATE executions SET status = 'queued' "
@@ -380,6 +394,7 @@ class ResolveInput(Op):
     complete: CompleteIdempotency | None = None
 
     def run(self, d: Dialect, fx: Effects) -> Program[Won | Lost]:
+        yield from _lock_execution_of(d, self.request_id)
         # The whole first-writer-wins protocol is this one conditional UPDATE: whoever
         # flips 'open' first wins; the losers read the winner's resolution below.
         rows = yield Query(
@@ -426,6 +441,8 @@ class CloseInput(Op):
     actions: tuple[EncodedAction, ...]
 
     def run(self, d: Dialect, fx: Effects) -> Program[bool]:
+        if self.status == "expired":
+            yield from _lock_execution_of(d, self.request_id)  # it re-queues, as an answer
         rows = yield Query(
             "UPDATE input_requests SET status = ?, resolved_at = ? "
             "WHERE request_id = ? AND status = 'open' RETURNING session_id, execution_id",
