@@ -4,15 +4,21 @@ passthrough" and "only the credential's header" are observed, not assumed."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import socket
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import aiohttp
+import aiohttp.abc
 import httpx
 import pytest
+import uvicorn
 
 from opennua.auth import Authority
 from opennua.gateway import PATH, Gateway, Redactor, issue_ticket
@@ -119,12 +125,56 @@ async def world(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
         assert claimed is not None
         ticket = await issue_ticket(store, execution_id, claimed.epoch, time.time())
         upstream = Upstream()
-        client = httpx.AsyncClient(transport=httpx.ASGITransport(app=upstream))
-        gateway = Gateway(store, secrets, upstream=client)
-        try:
-            yield World(store, gateway, upstream, ticket, execution_id, claimed.epoch, host, actor)
-        finally:
-            await gateway.aclose()
+        async with _serving(upstream) as port:
+            gateway = Gateway(store, secrets, upstream=lambda: _session_to(port))
+            try:
+                yield World(
+                    store, gateway, upstream, ticket, execution_id, claimed.epoch, host, actor
+                )
+            finally:
+                await gateway.aclose()
+
+
+@contextlib.asynccontextmanager
+async def _serving(app: Any) -> AsyncIterator[int]:
+    """`app` served by uvicorn on a free port of 127.0.0.1, as a remote server is."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = int(probe.getsockname()[1])
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve())
+    while not server.started:
+        await asyncio.sleep(0.01)
+    try:
+        yield port
+    finally:
+        server.should_exit = True
+        await task
+
+
+class _ToLocalhost(aiohttp.abc.AbstractResolver):
+    """Every name resolves to the test's upstream on 127.0.0.1: the plugin's egress list
+    and the audit keep the name `upstream.test`, as they would a real host's."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[aiohttp.abc.ResolveResult]:
+        return [
+            {"hostname": host, "host": "127.0.0.1", "port": self.port,
+             "family": socket.AF_INET, "proto": 0, "flags": 0}
+        ]  # fmt: skip
+
+    async def close(self) -> None:
+        pass
+
+
+def _session_to(port: int) -> aiohttp.ClientSession:
+    connector = aiohttp.TCPConnector(resolver=_ToLocalhost(port))
+    return aiohttp.ClientSession(connector=connector, skip_auto_headers=("Content-Type",))
 
 
 def _call(tool: str, id_: int = 7) -> dict[str, Any]:

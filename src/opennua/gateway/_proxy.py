@@ -26,10 +26,10 @@ import hmac
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
-import httpx
+import aiohttp
 from opentelemetry.trace import TracerProvider
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -79,7 +79,7 @@ class Gateway:
         secrets: SecretStore,
         *,
         clock: Callable[[], float] = time.time,
-        upstream: httpx.AsyncClient | None = None,
+        upstream: Callable[[], aiohttp.ClientSession] | None = None,
         audit_interval: float = 0.05,
         tracer_provider: TracerProvider | None = None,
     ) -> None:
@@ -87,9 +87,10 @@ class Gateway:
         self._secrets = secrets
         self._clock = clock
         self._resolver = Resolver(store)
-        self._upstream = upstream or httpx.AsyncClient(
-            timeout=httpx.Timeout(30.0, read=300.0), follow_redirects=False
-        )
+        # aiohttp, not httpx: its client was two thirds of the gateway's CPU per call
+        # (py-spy on benchmarks/gateway.py). Made on first use, inside the running loop.
+        self._new_upstream = upstream or _upstream_session
+        self._upstream: aiohttp.ClientSession | None = None
         self.audit = AuditLog(store, interval=audit_interval)
         #: A span per answered request, when tracing is on (`_spans`).
         self._spans = CallSpans(tracer_provider)
@@ -100,7 +101,8 @@ class Gateway:
 
     async def aclose(self) -> None:
         await self.audit.aclose()
-        await self._upstream.aclose()
+        if self._upstream is not None:
+            await self._upstream.close()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -255,21 +257,24 @@ class Gateway:
                 raise Refusal("secret_unusable", f"secret {ref.secret} cannot be an HTTP header")
             headers[ref.header] = value
         redact = Redactor(values)
+        if self._upstream is None:
+            self._upstream = self._new_upstream()
         try:
-            answer = await self._upstream.request(
-                request.method, connection.url, content=body, headers=headers
-            )
-        except httpx.HTTPError as exc:
-            # httpx names the request in some errors; the URL carries no credential, but
-            # the message is redacted all the same.
+            async with self._upstream.request(
+                request.method, connection.url, data=body, headers=headers, allow_redirects=False
+            ) as answer:
+                raw = await answer.read()
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            # Errors may name the request; the URL carries no credential, but the message
+            # is redacted all the same.
             self._audit(call, "error", "upstream_unreachable", started)
             return _problem(502, "upstream_unreachable", redact.text(f"{type(exc).__name__}"))
-        content = redact.bytes(answer.content)
+        content = redact.bytes(raw)
         if message.get("method") == "tools/call":
-            outcome, code = _outcome(answer, content, message.get("id"))
+            outcome, code = _outcome(answer.status, answer.headers, content, message.get("id"))
             self._audit(call, outcome, code, started)
         back = {k: redact.text(v) for k in _BACK if (v := answer.headers.get(k)) is not None}
-        return Response(content, status_code=answer.status_code, headers=back)
+        return Response(content, status_code=answer.status, headers=back)
 
     def _audit(self, call: dict[str, Any], outcome: str, code: str | None, started: float) -> None:
         call["outcome"], call["code"] = outcome, code
@@ -290,6 +295,17 @@ class Gateway:
                 credential=call.get("credential"),
             )
         )
+
+
+def _upstream_session() -> aiohttp.ClientSession:
+    # No total limit: a tool call may stream for minutes; connecting and each read are
+    # bounded instead. The caller's cookies are never kept (the jar is a dummy).
+    timeout = aiohttp.ClientTimeout(total=None, connect=30.0, sock_read=300.0)
+    return aiohttp.ClientSession(
+        timeout=timeout,
+        cookie_jar=aiohttp.DummyCookieJar(),
+        skip_auto_headers=("Content-Type",),  # forwarded as the caller sent it, or not at all
+    )
 
 
 def _audit_id(now: float) -> str:
@@ -317,10 +333,12 @@ def _message(body: bytes) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _outcome(answer: httpx.Response, content: bytes, request_id: Any) -> tuple[str, str | None]:
-    if answer.status_code >= 400:
-        return "error", f"upstream_{answer.status_code}"
-    for message in _messages(answer.headers.get("content-type", ""), content):
+def _outcome(
+    status: int, headers: Mapping[str, str], content: bytes, request_id: Any
+) -> tuple[str, str | None]:
+    if status >= 400:
+        return "error", f"upstream_{status}"
+    for message in _messages(headers.get("content-type", ""), content):
         if message.get("id") != request_id:
             continue
         if "error" in message:
