@@ -255,6 +255,33 @@ async def test_the_sweep_leaves_a_live_attempt_to_stop_itself(
     ]
 
 
+async def test_an_execution_ended_with_a_call_still_started_reports_it_unknown(
+    store: Store, clock: FakeClock
+) -> None:
+    """Found by the simulation (issue 20, a revoked grant): an attempt began a call and
+    died; the next one found the grant revoked at claim and ended the turn without running
+    it, leaving the call `started` for ever. Every way an execution ends says `unknown`."""
+    await store.create_session("ses_a", created_at=clock.now)
+    for name in ("exe_fin", "exe_parked"):
+        await store.create_execution(execution(name, "ses_a", clock.now))
+        claimed = await store.claim("sup", clock.now, TTL)
+        assert claimed is not None and claimed.execution.execution_id == name
+        async with store.fenced(name, claimed.epoch) as tx:
+            tx.ledger_start("call_a", now=clock.now)
+            tx.ledger_start("call_b", now=clock.now)
+            tx.ledger_complete("call_b", result="done", now=clock.now)
+            if name == "exe_parked":
+                tx.park_for_input()
+        if name == "exe_fin":
+            async with store.fenced(name, claimed.epoch) as tx:
+                tx.finish("revoked", error={"code": "grant_revoked"}, now=clock.now)
+        else:
+            ended = await store.end_unowned(name, "revoked", error=None, now=clock.now, actions=[])
+            assert ended is not None
+        ledger = {(e.tool_call_id, e.status) for e in await store.get_ledger(name)}
+        assert ledger == {("call_a", "unknown"), ("call_b", "completed")}, name
+
+
 async def test_checkpoints_are_append_only_and_load_from_the_latest_full_one(
     store: Store, clock: FakeClock
 ) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 
 from ._actions import EncodedAction, action_from_row
 from ._errors import NotFound, WriteConflict
+from ._exec_ops import unknown_if_started
 from ._json import dumps, loads
 from ._log_ops import append_to_request_session
 from ._records import (
@@ -318,6 +319,7 @@ class EndUnowned(Op):
             "WHERE execution_id = ? AND status = 'open'",
             (self.now, self.execution_id),
         )
+        yield unknown_if_started(self.execution_id, self.now)
         yield from append_to_request_session(d, ended.session_id, self.actions, fx)
         return ended
 

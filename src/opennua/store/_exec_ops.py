@@ -264,6 +264,18 @@ class Finish(Op):
                 self.execution_id,
             ),
         )
+        yield unknown_if_started(self.execution_id, self.now)
+
+
+def unknown_if_started(execution_id: str, now: float | None) -> Query:
+    """An execution that ends with a call still `started` (an earlier attempt began it and
+    died; this one ends without running it: revoked or past its deadline at claim, or
+    ended unowned) says the call may have taken effect: `unknown`, never a guess."""
+    return Query(
+        "UPDATE tool_ledger SET status = 'unknown', updated_at = COALESCE(?, updated_at) "
+        "WHERE execution_id = ? AND status = 'started'",
+        (now, execution_id),
+    )
 
 
 # -- journal ops: what an attempt records at every step, with Append. They are data here:
