@@ -10,6 +10,7 @@ import pytest
 
 from opennua.store import (
     ArtifactRecord,
+    Claimed,
     InFlight,
     InputRequestRecord,
     Lost,
@@ -51,6 +52,28 @@ async def _parked(store: Store, clock: FakeClock, *, expires_at: float | None = 
             )
         )
         tx.park_for_input()
+
+
+async def _asked(store: Store, clock: FakeClock) -> Claimed:
+    """exe_1 of ses_a, claimed, has just opened req_1 (its park has not committed)."""
+    await store.create_session("ses_a", created_at=clock.now)
+    await store.create_execution(execution("exe_1", "ses_a", clock.now))
+    claimed = await store.claim("sup", clock.now, TTL)
+    assert claimed is not None
+    async with store.fenced("exe_1", claimed.epoch) as tx:
+        tx.open_input_request(
+            InputRequestRecord(
+                request_id="req_1",
+                session_id="ses_a",
+                execution_id="exe_1",
+                turn_id="trn_exe_1",
+                tool_call_id="call_1",
+                status="open",
+                payload={"prompt": "Run it?", "options": ["allow_once"]},
+                created_at=clock.now,
+            )
+        )
+    return claimed
 
 
 async def test_twenty_concurrent_resolvers_exactly_one_wins(store: Store, clock: FakeClock) -> None:
@@ -99,23 +122,7 @@ async def test_an_answer_that_wins_before_the_park_leaves_the_execution_queued(
     """Found by benchmarks/scale.py (issue 20): a fast client answered between the unit
     that opened the request and the one that parks; the answer's re-queue saw a running
     execution, the park then made it wait for a request already resolved: stuck."""
-    await store.create_session("ses_a", created_at=clock.now)
-    await store.create_execution(execution("exe_1", "ses_a", clock.now))
-    claimed = await store.claim("sup", clock.now, TTL)
-    assert claimed is not None
-    async with store.fenced("exe_1", claimed.epoch) as tx:
-        tx.open_input_request(
-            InputRequestRecord(
-                request_id="req_1",
-                session_id="ses_a",
-                execution_id="exe_1",
-                turn_id="trn_exe_1",
-                tool_call_id="call_1",
-                status="open",
-                payload={"prompt": "Delete it?", "options": ["allow_once"]},
-                created_at=clock.now,
-            )
-        )
+    claimed = await _asked(store, clock)
     won = await store.resolve_input("req_1", {"option_id": "allow_once"}, "prn", "cli", clock.now)
     assert isinstance(won, Won)
     async with store.fenced("exe_1", claimed.epoch) as tx:
@@ -135,23 +142,7 @@ async def test_an_answer_committed_while_the_park_is_in_flight_queues_the_execut
     The park then committed `waiting_input` for a resolved request: stuck for good. The
     answer must wait for the park's row lock, then re-queue what it parked."""
     async with await open_store(pg_url, data_dir=tmp_path / "data") as store:
-        await store.create_session("ses_a", created_at=clock.now)
-        await store.create_execution(execution("exe_1", "ses_a", clock.now))
-        claimed = await store.claim("sup", clock.now, TTL)
-        assert claimed is not None
-        async with store.fenced("exe_1", claimed.epoch) as tx:
-            tx.open_input_request(
-                InputRequestRecord(
-                    request_id="req_1",
-                    session_id="ses_a",
-                    execution_id="exe_1",
-                    turn_id="trn_exe_1",
-                    tool_call_id="call_1",
-                    status="open",
-                    payload={"prompt": "Run it?", "options": ["allow_once"]},
-                    created_at=clock.now,
-                )
-            )
+        await _asked(store, clock)
         # The park, by hand so the answer can land between its statement and its COMMIT:
         # the fence's row lock, then the park's own UPDATE (it sees the request open).
         park = await psycopg.AsyncConnection.connect(pg_url)
