@@ -197,8 +197,8 @@ async def test_late_answer_after_the_deadline_sweep_is_gone(env: Env) -> None:
         env, sid, sent.ids["execution_id"], sent.ids["turn_id"], options=options
     )
     env.clock.advance(3601)
-    ended = await env.store.sweep_deadlines(env.clock())
-    assert [e.status for e in ended] == ["deadline_exceeded"]
+    ended = await env.store.sweep_deadlines(env.clock(), lambda e, expired: [])
+    assert [e.status for e, _ in ended] == ["deadline_exceeded"]
     late = AnswerInput(intent_id="int_a", client_id="cli_a", request_id=rid, option_id="ok")
     result = await env.host.answer_input(sid, late)
     assert result.type == "rejected" and result.code == "gone"

@@ -12,6 +12,7 @@ import pytest
 
 from opennua.store import (
     Claimed,
+    Execution,
     Fenced,
     InputRequestRecord,
     InvalidInput,
@@ -23,6 +24,10 @@ from opennua.store import (
 from .conftest import FakeClock, action, execution
 
 TTL = 30.0
+
+
+def SILENT(execution: Execution, expired: list[str]) -> list[dict[str, object]]:
+    return []
 
 
 async def _queued(store: Store, clock: FakeClock, *ids: str, session: str = "ses_a") -> None:
@@ -220,17 +225,65 @@ async def test_deadline_sweep_ends_queued_running_and_waiting_executions(
     # Past its deadline, exe_late is never handed out as runnable...
     assert await store.claim("sup", clock.now, TTL) is None
     # ...the sweeper ends it, and nothing else yet.
-    assert [e.execution_id for e in await store.sweep_deadlines(clock.now)] == ["exe_late"]
+    swept = await store.sweep_deadlines(clock.now, SILENT)
+    assert [e.execution_id for e, _ in swept] == ["exe_late"]
     clock.advance(60)
-    ended = await store.sweep_deadlines(clock.now)
-    assert [(e.execution_id, e.status) for e in ended] == [
+    ended = await store.sweep_deadlines(clock.now, SILENT)
+    assert [(e.execution_id, e.status) for e, _ in ended] == [
         ("exe_run", "deadline_exceeded"),
         ("exe_wait", "deadline_exceeded"),
     ]
     assert (await store.get_input_request("req_1")).status == "expired"
     with pytest.raises(Fenced):
         await store.heartbeat("exe_run", run.epoch, clock.now, TTL)
-    assert await store.sweep_deadlines(clock.now) == []
+    assert await store.sweep_deadlines(clock.now, SILENT) == []
+
+
+async def test_the_sweep_commits_the_end_with_what_it_tells_the_session(
+    store: Store, clock: FakeClock
+) -> None:
+    await store.create_session("ses_a", created_at=clock.now)
+    await store.create_execution(execution("exe_1", "ses_a", clock.now, deadline_at=clock.now + 5))
+    claimed = await store.claim("sup", clock.now, TTL)
+    assert claimed is not None
+    async with store.fenced("exe_1", claimed.epoch) as tx:
+        for n in (2, 1):
+            tx.open_input_request(
+                InputRequestRecord(
+                    request_id=f"req_{n}",
+                    session_id="ses_a",
+                    execution_id="exe_1",
+                    turn_id="trn_exe_1",
+                    status="open",
+                    payload={"prompt": "ok?"},
+                    created_at=clock.now + 2 - n,
+                )
+            )
+        tx.park_for_input()
+    clock.advance(10)
+    told: list[list[str]] = []
+
+    def broken(e: Execution, expired: list[str]) -> list[dict[str, object]]:
+        told.append(expired)
+        return [{"id": "", "type": "turn.ended"}]
+
+    # What the session is told cannot be written: the execution does not end either.
+    with pytest.raises(InvalidInput):
+        await store.sweep_deadlines(clock.now, broken)
+    assert (await store.get_execution("exe_1")).status == "waiting_input"
+    assert (await store.get_input_request("req_1")).status == "open"
+
+    def narrate(e: Execution, expired: list[str]) -> list[dict[str, object]]:
+        told.append(expired)
+        return [action(e.session_id, 1, kind="turn.ended")]
+
+    swept = await store.sweep_deadlines(clock.now, narrate)
+    assert told == [["req_2", "req_1"], ["req_2", "req_1"]]
+    [(ended, seqs)] = swept
+    assert ended.status == "deadline_exceeded"
+    assert [(a["seq"], a["id"]) for a in await store.read("ses_a")] == [
+        (seqs[0], "act_ses_a_000001")
+    ]
 
 
 async def test_the_sweep_leaves_a_live_attempt_to_stop_itself(
@@ -245,11 +298,12 @@ async def test_the_sweep_leaves_a_live_attempt_to_stop_itself(
     clock.advance(10)
     # Past the deadline but the lease holds: the attempt's heartbeat winds it down and
     # records its running call; the sweep must not end it behind its back.
-    assert await store.sweep_deadlines(clock.now) == []
+    assert await store.sweep_deadlines(clock.now, SILENT) == []
     await store.heartbeat("exe_1", claimed.epoch, clock.now, TTL)
     clock.advance(TTL + 1)
     # The attempt died: now the sweep ends it, and the call it started is `unknown`.
-    assert [e.execution_id for e in await store.sweep_deadlines(clock.now)] == ["exe_1"]
+    swept = await store.sweep_deadlines(clock.now, SILENT)
+    assert [e.execution_id for e, _ in swept] == ["exe_1"]
     assert [(e.tool_call_id, e.status) for e in await store.get_ledger("exe_1")] == [
         ("call_1", "unknown")
     ]

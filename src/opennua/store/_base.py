@@ -30,6 +30,7 @@ from ._exec_ops import (
     CreateExecution,
     Heartbeat,
     InsertInputRequest,
+    Narrate,
     Release,
     RequestCancel,
     ResolveInput,
@@ -291,13 +292,16 @@ class Store(abc.ABC):
         result: Execution = await self._one(RequestCancel(execution_id))
         return result
 
-    async def sweep_deadlines(self, now: float) -> list[Execution]:
+    async def sweep_deadlines(
+        self, now: float, narrate: Narrate
+    ) -> list[tuple[Execution, list[int]]]:
         """End every active execution past its deadline as ``deadline_exceeded``.
 
-        Their open input requests are expired in the same commit. Returns the ended
-        executions so the supervisor can append ``turn.ended`` for each.
+        In the same commit its open input requests expire, a call it left ``started``
+        becomes ``unknown``, and ``narrate(execution, expired_request_ids)``'s actions
+        append to its session. Returns each ended execution with those actions' seqs.
         """
-        result: list[Execution] = await self._one(SweepDeadlines(now))
+        result: list[tuple[Execution, list[int]]] = await self._one(SweepDeadlines(now, narrate))
         return result
 
     # -- checkpoints and the tool-effect ledger (written via fenced()) -----------------

@@ -3,12 +3,12 @@ checkpoints, the tool-effect ledger and input requests."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ._actions import EncodedAction
-from ._errors import Fenced, NotFound, SessionBusy, WriteConflict
+from ._actions import EncodedAction, encode_actions
+from ._errors import Fenced, NotFound, SessionBusy, StoreError, WriteConflict
 from ._json import dumps, loads
 from ._log_ops import Append, CompleteIdempotency, append_to_request_session
 from ._records import Claimed, Execution, InputRequestRecord, Lease, Lost, Won
@@ -190,11 +190,17 @@ class RequestCancel(Op):
         return execution_from_row(rows[0])
 
 
+#: What the supervisor says about an execution the sweep ends, given the ids of the input
+#: requests it expired (in the order they opened): the actions to append with the end.
+Narrate = Callable[[Execution, list[str]], Sequence[Mapping[str, Any]]]
+
+
 @dataclass(frozen=True, slots=True)
 class SweepDeadlines(Op):
     now: float
+    narrate: Narrate
 
-    def run(self, d: Dialect, fx: Effects) -> Program[list[Execution]]:
+    def run(self, d: Dialect, fx: Effects) -> Program[list[tuple[Execution, list[int]]]]:
         # A running attempt whose lease holds is left alone: its heartbeat sees the
         # deadline and stops the loop, which records what its running call may have done.
         # Ending it here left that call `started` forever (found by the simulation).
@@ -207,20 +213,39 @@ class SweepDeadlines(Op):
             (self.now, self.now, self.now),
         )
         ended = sorted((execution_from_row(r) for r in rows), key=lambda e: e.created_at)
-        if ended:
-            where, params = d.in_("execution_id", [e.execution_id for e in ended])
-            yield Query(
-                "UPDATE input_requests SET status = 'expired', resolved_at = ? "
-                f"WHERE status = 'open' AND {where}",
-                [self.now, *params],
+        if not ended:
+            return []
+        where, params = d.in_("execution_id", [e.execution_id for e in ended])
+        expired = yield Query(
+            "UPDATE input_requests SET status = 'expired', resolved_at = ? "
+            f"WHERE status = 'open' AND {where} RETURNING execution_id, request_id, created_at",
+            [self.now, *params],
+        )
+        # A call a dead attempt started may have taken effect: say so, never guess.
+        yield Query(
+            "UPDATE tool_ledger SET status = 'unknown', updated_at = ? "
+            f"WHERE status = 'started' AND {where}",
+            [self.now, *params],
+        )
+        requests: dict[str, list[str]] = {}
+        for execution_id, request_id, _ in sorted(expired, key=lambda r: (r[2], r[1])):
+            requests.setdefault(execution_id, []).append(request_id)
+        # The end and what clients are told of it commit together: a sweep that dies
+        # between the two left a turn that never ended (found by the simulation).
+        items = [
+            (
+                e.session_id,
+                encode_actions(e.session_id, self.narrate(e, requests.get(e.execution_id, []))),
             )
-            # A call a dead attempt started may have taken effect: say so, never guess.
-            yield Query(
-                "UPDATE tool_ledger SET status = 'unknown', updated_at = ? "
-                f"WHERE status = 'started' AND {where}",
-                [self.now, *params],
-            )
-        return ended
+            for e in ended
+        ]
+        results = yield from d.append(items, fx)
+        out = []
+        for execution, result in zip(ended, results, strict=True):
+            if isinstance(result, StoreError):
+                raise result
+            out.append((execution, result))
+        return out
 
 
 # -- ops that only run inside a fenced unit (the fence has already been checked) ------

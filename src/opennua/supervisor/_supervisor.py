@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from opennua.runtime import AgentDefinition, SandboxMode, Tracing, sandbox_problem
-from opennua.store import Store, StoreError
+from opennua.store import Execution, Store, StoreError
 from opennua.supervisor._attempt import AttemptConfig, AttemptRunner, GatewayIssuer, GrantCheck
 from opennua.supervisor._journal import host_action, rfc3339
 from opennua.supervisor._retention import Collector
@@ -164,35 +164,27 @@ class Supervisor:
     async def sweep_deadlines(self) -> None:
         """End executions nobody runs whose deadline passed, and tell their session.
 
-        The store expired their open input requests in the same commit; clients are told
-        each request expired (not merely closed) before the turn ends.
+        Clients are told each open request expired (not merely closed) before the turn
+        ends; the store commits those actions with the end itself.
         """
         now = self.config.clock()
         ts = rfc3339(now)
-        for execution in await self.store.sweep_deadlines(now):
-            expired = await self.store.list_input_requests(
-                execution_id=execution.execution_id, status="expired"
-            )
+
+        def narrate(execution: Execution, expired: list[str]) -> list[dict[str, Any]]:
             actions = [
                 host_action(
                     execution,
-                    f"request/{request.request_id}/expired",
+                    f"request/{request_id}/expired",
                     "input_request.resolved",
-                    {"request_id": request.request_id, "outcome": "expired"},
+                    {"request_id": request_id, "outcome": "expired"},
                     ts,
                 )
-                for request in expired
+                for request_id in expired
             ]
-            actions.append(
-                host_action(
-                    execution,
-                    "turn.ended",
-                    "turn.ended",
-                    {"stop_reason": "deadline_exceeded", "error": None},
-                    ts,
-                )
-            )
-            seqs = await self.store.append(execution.session_id, actions)
+            ended = {"stop_reason": "deadline_exceeded", "error": None}
+            return [*actions, host_action(execution, "turn.ended", "turn.ended", ended, ts)]
+
+        for execution, seqs in await self.store.sweep_deadlines(now, narrate):
             tracing = self.config.tracing
             if tracing is not None and tracing.tracer_provider is not None:
                 emit_turn_span(
