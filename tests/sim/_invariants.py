@@ -14,6 +14,7 @@ from opennua.protocol import (
     replay,
     state_to_json,
 )
+from opennua.store import Execution
 
 from ._world import World
 
@@ -75,6 +76,7 @@ async def _executions(world: World, session_id: str, log: list[dict[str, Any]]) 
         # Side effects: each call ran at most once per approval a person gave to run it.
         ledger = {entry.tool_call_id: entry for entry in await world.db.get_ledger(e.execution_id)}
         turn = next(t for t in state["turns"] if t["turn_id"] == e.turn_id)
+        problems += await _revocation(world, e, turn)
         for call_id, call in turn["tool_calls"].items():
             if call["name"] != "charge":
                 continue
@@ -94,6 +96,25 @@ async def _executions(world: World, session_id: str, log: list[dict[str, Any]]) 
                 problems.append(f"{call_id} ran but its ledger entry is {status}")
             if call["status"] == "completed" and ran == 0:
                 problems.append(f"{call_id} shown completed but never ran")
+    return problems
+
+
+async def _revocation(world: World, e: Execution, turn: dict[str, Any]) -> list[str]:
+    """A revoked grant stops the execution within one lease TTL (its heartbeats re-check
+    it): no side effect begins and nothing completes later than that."""
+    grant = await world.db.get_grant(e.execution_id)
+    if grant is None or grant.revoked_at is None:
+        return []
+    by = grant.revoked_at + world.config.ttl
+    problems = [
+        f"{call_id} began {began - grant.revoked_at:.1f}s after its grant was revoked"
+        for call_id in turn["tool_calls"]
+        for began in world.charges_begun.get(call_id, ())
+        if began > by
+    ]
+    if e.status == "completed" and (e.finished_at or 0) > by:
+        late = (e.finished_at or 0) - grant.revoked_at
+        problems.append(f"{e.execution_id} completed {late:.1f}s after its grant was revoked")
     return problems
 
 

@@ -16,7 +16,10 @@ call. Faults, drawn from the seed during the fault window:
 - duplicated intents (retransmissions with the same intent_id, also after a crash) and
   reordered ones (bots answering in random order, late retransmissions),
 - a watcher that stalls past its queue bound (it gets `resync`),
-- a deadline that expires while the turn waits for an answer.
+- a deadline that expires while the turn waits for an answer,
+- a revoked grant: an execution's grant revoked while it is queued, runs or waits (as
+  revoking its token or its principal's membership does), with Hosts and Supervisors
+  checking grants as `nua serve` wires them.
 
 Then the world quiesces (faults stop, dead processes restart) and `invariants.check`
 reads the log and the store. `World.fired` counts each fault that actually happened.
@@ -25,6 +28,7 @@ reads the log and the store. `World.fired` counts each fault that actually happe
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import dataclasses
 import random
@@ -35,7 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from opennua.host import Hub, SessionHost
+from opennua.auth import GRANT_TTL, Authority
+from opennua.host import Actor, Hub, SessionHost
 from opennua.protocol import (
     Accepted,
     AnswerInput,
@@ -53,7 +58,16 @@ from opennua.protocol.actions import TextPart
 from opennua.protocol.ids import IdKind
 from opennua.runtime import AgentDefinition, ToolContext, default_agent, tool
 from opennua.runtime.testing import ScriptCall, ScriptedModel, ScriptStep
-from opennua.store import Store, StoreError, Unavailable, open_store
+from opennua.store import (
+    GrantRecord,
+    MembershipRecord,
+    PrincipalRecord,
+    Store,
+    StoreError,
+    Unavailable,
+    WorkspaceRecord,
+    open_store,
+)
 from opennua.store._exec_ops import Claim
 from opennua.store._memory import MemoryStore
 from opennua.store._sql import Program
@@ -75,7 +89,10 @@ FAULTS = (
     "reordered_answers",
     "stalled_subscriber",
     "deadline_expired",
+    "revoked_grant",
 )
+#: The one workspace and owner every client acts as (set up before faults start).
+WORKSPACE, OWNER = "wsp_sim", "prn_sim"
 
 
 @dataclass
@@ -92,6 +109,7 @@ class Config:
     unknown_rate: float  # share of units whose outcome is lost
     duplicate_rate: float
     stall_rate: float
+    revoke_rate: float  # grant revocations per virtual second
 
     @staticmethod
     def draw(rng: random.Random) -> Config:
@@ -106,6 +124,7 @@ class Config:
             unknown_rate=rng.choice([0.0, 0.0, 0.02, 0.05]),
             duplicate_rate=rng.choice([0.1, 0.3]),
             stall_rate=rng.choice([0.0, 0.5]),
+            revoke_rate=rng.choice([0.0, 0.0, 0.1]),
         )
 
 
@@ -211,6 +230,7 @@ class World:
         self.data_dir = data_dir
         self.fired: Counter[str] = Counter()
         self.effects: Counter[str] = Counter()  # tool_call_id -> times the side effect ran
+        self.charges_begun: dict[str, list[float]] = {}  # tool_call_id -> when each began
         self.outcomes: list[Outcome] = []
         self.watchers: dict[str, Any] = {}  # name -> final (seq, state)
         self.fence_violations: list[str] = []
@@ -234,6 +254,7 @@ class World:
         async def charge(ctx: ToolContext, amount: int) -> str:
             """Charge `amount`: the side effect that must happen at most once."""
             world.effects[ctx.tool_call_id] += 1
+            world.charges_begun.setdefault(ctx.tool_call_id, []).append(world.now())
             await asyncio.sleep(world.rng.uniform(0, 2))  # a crash may land mid-call
             return f"charged {amount}"
 
@@ -293,6 +314,7 @@ class World:
             clock=self.now,
             ids=self.ids,
             deadline_seconds=self.config.deadline,
+            grant_check=Authority(conn, clock=self.now).grant_problem,
         )
         process.spawn(hub.follow(conn.watch()))
         entry = HostProcess(process, host, hub)
@@ -304,8 +326,9 @@ class World:
 
     def start_supervisor(self, slot: int) -> SupervisorProcess:
         process = self._process(f"sup{slot}")
+        conn = Connection(self.db, process)
         supervisor = Supervisor(
-            Connection(self.db, process),
+            conn,
             self.agent,
             supervisor_id=f"sup_{slot}",
             data_dir=self.data_dir,
@@ -315,6 +338,7 @@ class World:
             monotonic=asyncio.get_running_loop().time,
             model=self.model,
             sandbox="none",
+            grant_check=Authority(conn, clock=self.now).renew_grant,
         )
         process.spawn(supervisor.run())
         entry = SupervisorProcess(process, supervisor)
@@ -349,6 +373,29 @@ class World:
                 self.fired["supervisor_crash"] += 1
                 await asyncio.sleep(self.rng.uniform(0, 3))
                 self.start_supervisor(slot)
+
+    async def _revoker(self) -> None:
+        """Revoke the grant of a random live execution now and then until the fault
+        window closes (an administrator elsewhere; its commit may be lost too)."""
+        c, loop = self.config, asyncio.get_running_loop()
+        while c.revoke_rate > 0:
+            await asyncio.sleep(self.rng.expovariate(c.revoke_rate))
+            if loop.time() >= c.fault_window:
+                return
+            live = [
+                e.execution_id
+                for session_id in list(self.sessions)
+                for e in await self.db.list_executions(session_id)
+                if e.status in ("queued", "running", "waiting_input")
+            ]
+            if not live:
+                continue
+            execution_id = self.rng.choice(live)
+            with contextlib.suppress(StoreError):  # an outcome lost: the grant says
+                await self.db.revoke_grant(execution_id, self.now(), "token_revoked")
+            grant = await self.db.get_grant(execution_id)
+            if grant is not None and grant.revoked_at is not None:
+                self.fired["revoked_grant"] += 1
 
     # -- clients ----------------------------------------------------------------------
 
@@ -392,13 +439,21 @@ class World:
                 raise
             return None
 
-    @staticmethod
-    async def _call(host: SessionHost, session_id: str, intent: Any) -> IntentResult:
+    async def _call(self, host: SessionHost, session_id: str, intent: Any) -> IntentResult:
+        # Every client is the workspace's owner, as `nua serve` authenticates them; a turn
+        # it starts runs under a grant the revoker may take away.
+        grant = GrantRecord(
+            execution_id="",
+            principal_id=OWNER,
+            workspace_id=WORKSPACE,
+            expires_at=self.now() + GRANT_TTL,
+        )
+        actor = Actor(OWNER, WORKSPACE, grant)
         if isinstance(intent, CreateSession):
-            return await host.create_session(intent)
+            return await host.create_session(intent, actor=actor)
         if isinstance(intent, SendMessage):
-            return await host.send_message(session_id, intent)
-        return await host.answer_input(session_id, intent)
+            return await host.send_message(session_id, intent, actor=actor)
+        return await host.answer_input(session_id, intent, actor=actor)
 
     async def driver(self, n: int) -> None:
         create = CreateSession(intent_id=f"int_create_{n}", client_id=f"cli_d{n}", title="sim")
@@ -512,14 +567,17 @@ class World:
                 self.start_host(slot)
             # The deployment the sessions resolve: set up before faults start (at install).
             await self.hosts[0].host.registry.ensure_builtin("scripted:demo")
+            await self._owner()
             self.db.faults = self._fault
             for slot in range(self.config.supervisors):
                 self.start_supervisor(slot)
             chaos = asyncio.create_task(self._chaos())
+            revoker = asyncio.create_task(self._revoker())
             drivers = [asyncio.create_task(self.driver(n)) for n in range(self.config.sessions)]
             await asyncio.sleep(self.config.fault_window)
             self._faulting = False
             chaos.cancel()
+            revoker.cancel()
             for slot, entry in enumerate(self.hosts):
                 if entry.process.dead:
                     self.start_host(slot)
@@ -540,6 +598,20 @@ class World:
                 if task is not asyncio.current_task():
                     task.cancel()
             await asyncio.sleep(0)
+
+    async def _owner(self) -> None:
+        now = self.now()
+        await self.db.create_workspace(
+            WorkspaceRecord(workspace_id=WORKSPACE, name="sim", created_at=now)
+        )
+        await self.db.create_principal(
+            PrincipalRecord(principal_id=OWNER, kind="user", name="owner", created_at=now),
+            memberships=[
+                MembershipRecord(
+                    workspace_id=WORKSPACE, principal_id=OWNER, role="owner", created_at=now
+                )
+            ],
+        )
 
     async def _caught_up(self) -> bool:
         for session_id, seq, _ in self.watchers.values():

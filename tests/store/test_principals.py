@@ -12,6 +12,7 @@ from opennua.store import (
     MembershipRecord,
     NotFound,
     PrincipalRecord,
+    SessionRecord,
     Store,
     TokenRecord,
     WorkspaceRecord,
@@ -212,3 +213,29 @@ async def test_answer_facts_read_request_execution_and_grant_facts_as_they_are_n
     assert grant.revoked_at == 7.0 and grant.revoked_reason == "token_revoked"
     assert principal is not None and principal.disabled_at == 6.0
     assert role is None and token is not None and token.revoked_at == 5.0
+
+
+async def test_where_an_object_lives_is_read_once_and_an_orphan_until_it_is_adopted(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    authority = Authority(store, cache_seconds=0)  # nothing else is cached
+    await store.create_session("ses_old", created_at=1.0)  # from before workspaces
+    assert await authority.session_workspace("ses_old") is None
+    default = await authority.bootstrap("owner-token")  # adopts it
+    reads: list[str] = []
+    get_session = store.get_session
+
+    async def counted(session_id: str) -> SessionRecord:
+        reads.append(session_id)
+        return await get_session(session_id)
+
+    monkeypatch.setattr(store, "get_session", counted)
+    for _ in range(3):
+        assert await authority.session_workspace("ses_old") == default.workspace_id
+    # A session never moves to another workspace: one read serves for as long as it lives.
+    assert reads == ["ses_old"]
+    with pytest.raises(NotFound):
+        await authority.session_workspace("ses_missing")
+    with pytest.raises(NotFound):
+        await authority.session_workspace("ses_missing")
+    assert reads == ["ses_old", "ses_missing", "ses_missing"]

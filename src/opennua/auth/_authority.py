@@ -6,8 +6,11 @@ itself is `_policy` (pure); this module is the I/O around it.
 
 Lookups are cached for `cache_seconds` (default 1 s) so that a request does not pay for
 three store reads; every change made through this Authority drops the cache at once, and
-a change made by another process is seen within `cache_seconds`. Execution grants are
-never cached: `grant_problem` judges the facts as read in the same request.
+a change made by another process is seen within `cache_seconds`. Where an object lives is
+cached for as long as it lives: an object never moves to another workspace (a session
+from before workspaces joins the default one once, and is not cached until it has).
+Execution grants are never cached: `grant_problem` judges the facts as read in the same
+request.
 """
 
 from __future__ import annotations
@@ -83,6 +86,7 @@ class Authority:
         self._cache_seconds = cache_seconds
         self.grant_ttl = grant_ttl
         self._cache: dict[Any, tuple[float, Any]] = {}
+        self._placements: dict[tuple[str, str], str] = {}
 
     # -- caching -----------------------------------------------------------------------
 
@@ -97,6 +101,19 @@ class Authority:
             self._cache.clear()
         self._cache[key] = (now, value)
         return value
+
+    async def _placed(
+        self, kind: str, object_id: str, load: Callable[[], Awaitable[str | None]]
+    ) -> str | None:
+        key = (kind, object_id)
+        workspace_id = self._placements.get(key)
+        if workspace_id is None:
+            workspace_id = await load()
+            if workspace_id is not None:
+                if len(self._placements) > 100_000:
+                    self._placements.clear()
+                self._placements[key] = workspace_id
+        return workspace_id
 
     def forget(self) -> None:
         """Drop every cached lookup (after a change of principals, roles or tokens)."""
@@ -196,33 +213,33 @@ class Authority:
         async def load() -> str | None:
             return (await self.store.get_session(session_id)).workspace_id
 
-        return await self._cached(("session", session_id), load)
+        return await self._placed("session", session_id, load)
 
     async def execution_workspace(self, execution_id: str) -> str | None:
         async def load() -> str | None:
             execution = await self.store.get_execution(execution_id)
             return await self.session_workspace(execution.session_id)
 
-        return await self._cached(("execution", execution_id), load)
+        return await self._placed("execution", execution_id, load)
 
     async def artifact_workspace(self, artifact_id: str) -> str | None:
         async def load() -> str | None:
             artifact = await self.store.get_artifact(artifact_id)
             return await self.session_workspace(artifact.session_id)
 
-        return await self._cached(("artifact", artifact_id), load)
+        return await self._placed("artifact", artifact_id, load)
 
-    async def schedule_workspace(self, schedule_id: str) -> str:
-        async def load() -> str:
+    async def schedule_workspace(self, schedule_id: str) -> str | None:
+        async def load() -> str | None:
             return (await self.store.get_schedule(schedule_id)).workspace_id
 
-        return await self._cached(("schedule", schedule_id), load)
+        return await self._placed("schedule", schedule_id, load)
 
-    async def hook_workspace(self, hook_id: str) -> str:
-        async def load() -> str:
+    async def hook_workspace(self, hook_id: str) -> str | None:
+        async def load() -> str | None:
             return (await self.store.get_hook(hook_id)).workspace_id
 
-        return await self._cached(("hook", hook_id), load)
+        return await self._placed("hook", hook_id, load)
 
     async def registry_workspace(self, kind: str, name: str) -> str | None:
         """The workspace a plugin or deployment name belongs to; None for a server-wide one
