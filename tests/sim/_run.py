@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import gc
+import hashlib
+import json
 import logging
 import shutil
 import traceback
@@ -19,7 +21,7 @@ from . import _loop
 from ._invariants import check
 from ._world import FAULTS, World
 
-__all__ = ["FAULTS", "SeedResult", "run_seed"]
+__all__ = ["FAULTS", "SeedResult", "fingerprint", "run_seed"]
 
 
 @dataclass
@@ -84,6 +86,13 @@ def run_seed(seed: int, data_dir: Path, *, verbose: bool = False) -> SeedResult:
         for problem in result.problems:
             print(f"  PROBLEM: {problem}")
     return result
+
+
+def fingerprint(seed: int, data_dir: Path) -> str:
+    """What the world of `seed` did (its logs and its faults), as one digest."""
+    result = run_seed(seed, data_dir)
+    text = json.dumps([result.logs, sorted(result.fired.items())], sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 async def _the_worlds_agent(

@@ -32,7 +32,6 @@ import contextlib
 import contextvars
 import dataclasses
 import random
-import weakref
 from collections import Counter
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
@@ -187,8 +186,11 @@ class Process:
             task.cancel()
 
 
-#: Every task by the process that created it (tasks inherit their creator's context).
-_TASKS: dict[str, weakref.WeakSet[asyncio.Task[Any]]] = {}
+#: Every live task by the process that created it (tasks inherit their creator's
+#: context), in creation order: a kill cancels them in that order. (A WeakSet's order is
+#: the tasks' addresses, which differ between processes: a seed replayed in another
+#: process took another path.)
+_TASKS: dict[str, dict[asyncio.Task[Any], None]] = {}
 
 
 def _task_factory(
@@ -196,7 +198,9 @@ def _task_factory(
 ) -> asyncio.Task[Any]:
     context = context if context is not None else contextvars.copy_context()
     task: asyncio.Task[Any] = asyncio.Task(coro, loop=loop, context=context)
-    _TASKS.setdefault(context.get(PROCESS), weakref.WeakSet()).add(task)
+    tasks = _TASKS.setdefault(context.get(PROCESS), {})
+    tasks[task] = None
+    task.add_done_callback(lambda done: tasks.pop(done, None))
     return task
 
 
