@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
@@ -11,7 +12,10 @@ from typing import Any
 import genai_prices
 import httpx
 import psycopg
+from fastapi import APIRouter, FastAPI
+from fastapi.routing import APIRoute, APIWebSocketRoute
 
+from opennua.server._authz import Reader, api_routes, unguarded
 from opennua.store import FileBlobStore
 
 from ._harness import AUTH, TOKEN, Env, environment, park_for_input
@@ -448,3 +452,39 @@ async def test_usage_sums_tokens_and_prices_them_per_principal(env: Env) -> None
         genai_request_timestamp=datetime(2026, 11, 29, 8, tzinfo=UTC),
     ).total_price
     assert expected > 0 and Decimal(item["cost_usd"]) == expected
+
+
+async def test_no_route_or_dependency_runs_in_a_worker_thread(env: Env) -> None:
+    # FastAPI runs a plain `def` endpoint or dependency in a thread per request: a hop
+    # that cost a tenth of a webhook delivery when one dependency of every route was sync.
+    def coroutine(call: Any) -> bool:
+        method = type(call).__call__ if not inspect.isfunction(call) else None
+        return inspect.iscoroutinefunction(call) or inspect.iscoroutinefunction(method)
+
+    sync, routes = [], list(api_routes(env.app.router.routes))
+    for route in routes:
+        if not isinstance(route, APIRoute | APIWebSocketRoute):
+            continue
+        stack = [route.dependant]
+        while stack:
+            dependant = stack.pop()
+            stack.extend(dependant.dependencies)
+            if dependant.call is not None and not coroutine(dependant.call):
+                sync.append(f"{route.path}: {getattr(dependant.call, '__name__', dependant.call)}")
+    assert len(routes) > 50 and sync == []
+
+
+def test_a_route_that_declares_no_authorization_is_found_also_in_an_included_router() -> None:
+    router = APIRouter()
+
+    @router.get("/v1/naked")
+    async def naked() -> dict[str, str]:
+        return {}
+
+    @router.get("/v1/dressed")
+    async def dressed(auth: Reader) -> dict[str, str]:
+        return {}
+
+    app = FastAPI()
+    app.include_router(router)
+    assert unguarded(app.router.routes) == ["/v1/naked"]

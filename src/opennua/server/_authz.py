@@ -16,6 +16,7 @@ single-use download link is the credential (the Guard lets it through unauthenti
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
@@ -144,10 +145,22 @@ Anyone = Annotated[Authorized, Depends(Allow("caller"))]
 LinkHolder = Annotated[Authorized, Depends(Allow("link"))]
 
 
-def unguarded(routes: list[BaseRoute]) -> list[str]:
+def api_routes(routes: Iterable[BaseRoute]) -> Iterator[BaseRoute]:
+    """Every route, also those of included routers: FastAPI keeps an included router as
+    one entry of `app.router.routes`, its routes behind it (a check that looked only at
+    the top level saw no API route at all)."""
+    for route in routes:
+        inner = getattr(route, "original_router", None)
+        if inner is not None:
+            yield from api_routes(inner.routes)
+        else:
+            yield route
+
+
+def unguarded(routes: Iterable[BaseRoute]) -> list[str]:
     """The API routes that declare no `Allow` dependency (create_app refuses them)."""
     missing = []
-    for route in routes:
+    for route in api_routes(routes):
         if not isinstance(route, APIRoute | APIWebSocketRoute) or route.path in OPEN_PATHS:
             continue
         calls = [getattr(d, "call", None) for d in _walk(route.dependant)]
