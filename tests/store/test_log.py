@@ -245,3 +245,19 @@ def test_dumps_is_compact_json_and_falls_back_for_what_orjson_refuses() -> None:
     # What neither encoder writes is refused as the store's own error, naming the field.
     with pytest.raises(InvalidInput, match="the thing cannot be stored as JSON"):
         dumps({"when": object()}, "the thing")
+
+
+async def test_every_read_is_a_scheduling_point(store: Store) -> None:
+    # SQLite reads run on the loop's own thread; a task that only reads (a poll) must
+    # still let the others run, as a read handed to another thread did.
+    await store.create_session("ses_a", created_at=1.0)
+    others = 0
+
+    async def other() -> None:
+        nonlocal others
+        others += 1
+
+    for n in range(1, 4):
+        asyncio.get_running_loop().create_task(other())
+        await store.get_session("ses_a")
+        assert others == n

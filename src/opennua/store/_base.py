@@ -97,6 +97,11 @@ class Store(abc.ABC):
     async def _read(self, program: Program[T]) -> T:
         """Run a read program on a reader connection."""
 
+    async def _scan(self, program: Program[T]) -> T:
+        """Run a read that may visit many rows (an aggregate, a filtered listing): where a
+        backend runs point reads inline, this one goes where it cannot hold others up."""
+        return await self._read(program)
+
     @abc.abstractmethod
     def watch(self) -> Watcher:
         """Wake-ups ``(session_id, seq)`` for appends committed after this call.
@@ -198,7 +203,7 @@ class Store(abc.ABC):
         """Newest first (pass ``page.next_cursor`` back for the next, older page), with
         status, open input requests and last activity; filtered by ``workspace_id``,
         ``status`` (idle, running, requires_action; as the state says) and ``deployment``."""
-        return await self._read(
+        return await self._scan(
             reads.list_session_summaries(
                 limit, cursor, workspace_id=workspace_id, status=status, deployment=deployment
             )
@@ -549,7 +554,7 @@ class Store(abc.ABC):
         return result
 
     async def usage(self, workspace_ids: Sequence[str], since: float | None) -> list[UsageRow]:
-        return await self._read(auth_ops.usage_rows(list(workspace_ids), since))
+        return await self._scan(auth_ops.usage_rows(list(workspace_ids), since))
 
     # -- automation: schedules, webhooks, the scheduler lease (docs/automation.md) -----------
 
