@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.utils import ClientDisconnected
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
 from opennua.auth import Authority
@@ -116,11 +117,20 @@ class _AbortableH11(H11Protocol):
 
 
 class _WebSockets(WebSocketsSansIOProtocol):
-    """uvicorn's WebSocket protocol, minus one false alarm: a handshake refused with an
+    """uvicorn's WebSocket protocol, minus two false alarms: a handshake refused with an
     HTTP response (how the guard answers 401/403) counts as completed, so uvicorn no
-    longer logs "ASGI callable returned without completing handshake" for each one."""
+    longer logs "ASGI callable returned without completing handshake" for each one; and
+    a send after the protocol closed the connection itself (a frame over the size limit,
+    a keepalive timeout) is the peer gone (`ClientDisconnected`), not the RuntimeError
+    uvicorn keeps for an app that sends after its own close."""
+
+    app_closed = False
 
     async def send(self, message: Any) -> None:
+        if self.close_sent and not self.app_closed and message["type"] == "websocket.send":
+            raise ClientDisconnected()
+        if message["type"] == "websocket.close":
+            self.app_closed = True
         await super().send(message)
         if message["type"] == "websocket.http.response.body" and not message.get("more_body"):
             self.handshake_complete = True
