@@ -40,6 +40,17 @@ def _stalled_reader(base: str, sid: str) -> socket.socket:
     return sock  # and never read from again
 
 
+def _overflowing() -> int:
+    """How many 1 MB actions a stalled reader cannot absorb: more than the kernel's largest
+    autotuned send buffer (4 MiB on Linux by default; 3 MB fitted in it, and no reader
+    ever stalled), so the server's writes to it must block."""
+    try:
+        largest = int(Path("/proc/sys/net/ipv4/tcp_wmem").read_text().split()[2])
+    except (OSError, ValueError, IndexError):
+        largest = 4 << 20
+    return largest // 1_000_000 + 2
+
+
 def _big(sid: str, n: int) -> dict[str, Any]:
     return {
         "v": 1,
@@ -70,17 +81,18 @@ async def test_sse_readers_that_never_read_are_dropped_within_the_timeout(env: E
                 # A reader that does read, to show delivery goes on for everyone else.
                 async with client.stream("GET", f"/v1/sessions/{sid}/events?after=1") as live:
                     lines = live.aiter_lines()
-                    for n in range(3):
+                    count = _overflowing()
+                    for n in range(count):
                         await env.store.append(sid, [_big(sid, n)])
                         await env.hub.notify(sid)
                     ids = []
-                    async with asyncio.timeout(10):
+                    async with asyncio.timeout(10 + count):
                         async for line in lines:
                             if line.startswith("id: "):
                                 ids.append(line)
-                                if len(ids) == 3:
+                                if len(ids) == count:
                                     break
-                    assert ids == ["id: 2", "id: 3", "id: 4"]
+                    assert ids == [f"id: {seq}" for seq in range(2, 2 + count)]
                     # Every stalled reader is dropped within the send timeout (plus the
                     # time its first writes took to fill the socket buffers), and what
                     # was queued for it is released.
