@@ -239,13 +239,19 @@ async def test_deadline_sweep_ends_queued_running_and_waiting_executions(
     assert await store.sweep_deadlines(clock.now, SILENT) == []
 
 
-async def test_the_sweep_commits_the_end_with_what_it_tells_the_session(
-    store: Store, clock: FakeClock
-) -> None:
+async def _claimed_with_a_deadline(store: Store, clock: FakeClock) -> Claimed:
+    """exe_1 of ses_a, due 5 s from now, claimed by `sup`."""
     await store.create_session("ses_a", created_at=clock.now)
     await store.create_execution(execution("exe_1", "ses_a", clock.now, deadline_at=clock.now + 5))
     claimed = await store.claim("sup", clock.now, TTL)
     assert claimed is not None
+    return claimed
+
+
+async def test_the_sweep_commits_the_end_with_what_it_tells_the_session(
+    store: Store, clock: FakeClock
+) -> None:
+    claimed = await _claimed_with_a_deadline(store, clock)
     async with store.fenced("exe_1", claimed.epoch) as tx:
         for n in (2, 1):
             tx.open_input_request(
@@ -289,10 +295,7 @@ async def test_the_sweep_commits_the_end_with_what_it_tells_the_session(
 async def test_the_sweep_leaves_a_live_attempt_to_stop_itself(
     store: Store, clock: FakeClock
 ) -> None:
-    await store.create_session("ses_a", created_at=clock.now)
-    await store.create_execution(execution("exe_1", "ses_a", clock.now, deadline_at=clock.now + 5))
-    claimed = await store.claim("sup", clock.now, TTL)
-    assert claimed is not None
+    claimed = await _claimed_with_a_deadline(store, clock)
     async with store.fenced("exe_1", claimed.epoch) as tx:
         tx.ledger_start("call_1", now=clock.now)
     clock.advance(10)

@@ -470,6 +470,7 @@ class SQLiteStore(Store):
         conn = self._inline
         if conn is None:
             conn = self._inline = connect(self.path, readonly=True)
+            self._reader_conns.append(conn)
         return drive(conn, program)
 
     async def _scan(self, program: Program[T]) -> T:
@@ -494,7 +495,7 @@ class SQLiteStore(Store):
         self._checkpoints.set()
         await asyncio.to_thread(self._checkpointer.join)
         await asyncio.to_thread(self._readers.shutdown, wait=True)
-        for conn in [*self._reader_conns, *([self._inline] if self._inline else [])]:
+        for conn in self._reader_conns:
             conn.close()
         self._hub.close()
         await self._blobs.close()
