@@ -47,7 +47,7 @@ from opennua.store import (
 from opennua.supervisor._journal import BlobArtifacts, StoreJournal, host_action, rfc3339
 from opennua.supervisor._snapshot import SandboxSecret, agent_for
 from opennua.supervisor._tracing import attempt_scope, emit_turn_span
-from opennua.supervisor._workspace import EMPTY, Workspace
+from opennua.supervisor._workspace import EMPTY, Workspace, WorkspaceLock
 
 log = logging.getLogger("opennua.supervisor")
 _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
@@ -84,6 +84,9 @@ class AttemptConfig:
     #: Reads a secret for a deployment's confirmed `sandbox_env`; None: no secret store.
     sandbox_secret: SandboxSecret | None = None
 
+
+#: How often an attempt waiting for its workspace looks again.
+_LOCK_POLL = 0.05
 
 #: `execution_id -> problem code or None`: see `Supervisor`.
 GrantCheck = Callable[[str], Awaitable[str | None]]
@@ -124,11 +127,13 @@ class AttemptRunner:
         self.fenced = False
         self._task: asyncio.Task[Any] | None = None
         execution = claimed.execution
+        index = config.data_dir / "workspace-index"
         self.workspace = Workspace(
             execution_workspace(config.data_dir, execution),
-            config.data_dir / "workspace-index" / f"{execution.session_id}.json",
+            index / f"{execution.session_id}.json",
             store.blobs,
         )
+        self._workspace_lock = WorkspaceLock(index / f"{execution.session_id}.lock")
         self.journal = StoreJournal(
             store,
             claimed,
@@ -153,6 +158,7 @@ class AttemptRunner:
     async def run(self) -> None:
         execution = self.claimed.execution
         try:
+            await self._hold_workspace()
             await self._announce()
             if execution.deadline_at is not None and self.config.clock() >= execution.deadline_at:
                 await self._end("deadline_exceeded", None)
@@ -189,6 +195,34 @@ class AttemptRunner:
         except Exception as exc:
             log.exception("attempt %s failed", self.claimed.attempt_id)
             await self._end("failed", {"code": "internal_error", "message": str(exc)})
+        finally:
+            self._workspace_lock.release()
+
+    async def _hold_workspace(self) -> None:
+        """Take the workspace from whichever attempt still holds it, then prove the lease
+        is still this attempt's: only then may it restore or run anything on the disk.
+
+        The holder may be an attempt paused past its lease; while waiting, this one renews
+        its own lease, as its heartbeat would."""
+        renew_at = self.config.monotonic() + self.config.ttl / 3
+        while not self._workspace_lock.try_acquire():
+            if self.config.monotonic() >= renew_at:
+                await self._renew()
+                renew_at = self.config.monotonic() + self.config.ttl / 3
+            await asyncio.sleep(_LOCK_POLL)
+        # Waiting, or paused between the claim and here, another attempt may have run and
+        # committed the whole execution: a fenced attempt must not touch its files.
+        await self._renew()
+
+    async def _renew(self) -> None:
+        execution = self.claimed.execution
+        try:
+            await self.store.heartbeat(
+                execution.execution_id, self.claimed.epoch, self.config.clock(), self.config.ttl
+            )
+        except Fenced:
+            self._lost()
+            raise
 
     async def _announce(self) -> None:
         claimed, ts = self.claimed, self._ts()

@@ -17,6 +17,8 @@ workspace it is restored into.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import fcntl
 import hashlib
 import os
 import stat
@@ -151,6 +153,44 @@ class Workspace:
         with os.fdopen(fd, "wb") as f:
             f.write(orjson.dumps(index))
         os.replace(tmp, self._index_path)
+
+
+class WorkspaceLock:
+    """An exclusive lock on a session's workspace directory, held by one attempt at a time.
+
+    Fencing protects the store, not the disk: an attempt paused past its lease (SIGSTOP, a
+    long GC) still runs its next line when it wakes, and that line may be a restore that
+    deletes what the attempt after it wrote. Supervisors that share a data directory
+    therefore take this lock before touching the workspace and check their epoch only
+    once they hold it; an attempt keeps it until it ends, so the next one restores from
+    what was committed after the last file change. The lock is an ``flock`` on a file
+    beside the workspace index (no tool sees it); the kernel drops it when the process
+    dies. Supervisors on other machines have workspaces of their own and never meet here.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._fd: int | None = None
+
+    def try_acquire(self) -> bool:
+        if self._fd is not None:
+            return True
+        self._path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(self._path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        self._fd = fd
+        return True
+
+    def release(self) -> None:
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            with contextlib.suppress(OSError):
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
 
 
 def _scan(
