@@ -120,13 +120,22 @@ def server_state(server: Server, sid: str) -> dict[str, Any]:
 
 
 def start_demo(server: Server, *, title: str = "demo", text: str = "Write a short report") -> str:
-    with server.client() as http:
-        sid: str = http.post("/v1/sessions", json={"title": title, "client_id": "cli_api"}).json()[
-            "session_id"
-        ]
-        body = {"client_id": "cli_api", "content": [{"type": "text", "text": text}]}
-        assert http.post(f"/v1/sessions/{sid}/messages", json=body).status_code == 202
+    sid = create_session(server, title=title)
+    send_message(server, sid, text)
     return sid
+
+
+def create_session(server: Server, *, title: str = "demo") -> str:
+    with server.client() as http:
+        created = http.post("/v1/sessions", json={"title": title, "client_id": "cli_api"})
+    sid: str = created.json()["session_id"]
+    return sid
+
+
+def send_message(server: Server, sid: str, text: str = "Write a short report") -> None:
+    body = {"client_id": "cli_api", "content": [{"type": "text", "text": text}]}
+    with server.client() as http:
+        assert http.post(f"/v1/sessions/{sid}/messages", json=body).status_code == 202
 
 
 def open_request(server: Server, sid: str) -> str:

@@ -13,9 +13,11 @@ import pytest
 from playwright.sync_api import Page
 
 from tests.browser._ui import (
+    create_session,
     deliver,
     open_session,
     open_ui,
+    send_message,
     server_state,
     start_demo,
     ui_state_json,
@@ -88,9 +90,12 @@ def test_the_approval_shows_the_whole_command(browser: object, hostile: Server) 
 
 
 def test_a_rejection_from_the_ui(ui: Callable[..., Page], server: Server) -> None:
-    sid = start_demo(server)
+    # The page is open before the turn starts: the demo reaches its approval in about two
+    # seconds, which a loaded machine can spend starting Chromium.
+    sid = create_session(server)
     page = ui()
     open_session(page, server, sid)
+    send_message(server, sid)
     # Before the approval: the turn waits for the model at every step (the demo's model
     # takes 0.3 s to answer), and says so.
     page.wait_for_selector(".turn-activity .waiting-model", timeout=30_000)
