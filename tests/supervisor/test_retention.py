@@ -17,7 +17,7 @@ import pytest
 from opennua.protocol import action_id
 from opennua.store import ArtifactRecord, Execution, Store, open_store
 from opennua.supervisor._retention import Collector
-from opennua.supervisor._workspace import Workspace, decode_manifest
+from opennua.supervisor._workspace import Workspace, WorkspaceLock, decode_manifest
 
 DAY = 86400.0
 NOW = 1_900_000_000.0
@@ -161,6 +161,32 @@ async def test_an_ended_sessions_workspace_is_collected_and_nothing_live_is(
         assert await store.blobs.read(report.sha256) == b"the report"
         again = await collector.collect()
         assert again.deleted == frozenset() and again.ended_sessions == ("ses_old",)
+
+
+async def test_a_workspace_an_attempt_holds_is_not_removed_and_a_retired_ones_lock_goes(
+    tmp_path: Path,
+) -> None:
+    async with await open_store(f"sqlite:///{tmp_path}/nua.db", data_dir=tmp_path) as store:
+        w = World(store, tmp_path)
+        await w.session("ses_old", ended_at=NOW - 10 * DAY)
+        await w.commit("ses_old", {"a.txt": b"a"})
+        collector = Collector(
+            store, retention=7 * DAY, clock=lambda: NOW, sleep=_no_wait, data_dir=tmp_path
+        )
+        lock_path = tmp_path / "workspace-index" / "ses_old.lock"
+        held = WorkspaceLock(lock_path)
+        assert held.try_acquire()  # an attempt of a new turn in the old session
+        await collector.collect()
+        assert (tmp_path / "workspaces" / "ses_old" / "a.txt").exists()
+        held.release()
+        await collector.collect()
+        assert not (tmp_path / "workspaces" / "ses_old").exists()
+        assert not lock_path.exists()
+        # A lock taken on the file retention removed would guard nothing: taken anew.
+        again = WorkspaceLock(lock_path)
+        assert again.try_acquire() and lock_path.exists()
+        assert not WorkspaceLock(lock_path).try_acquire()
+        again.release()
 
 
 async def test_concurrent_writers_never_lose_a_blob_they_commit(

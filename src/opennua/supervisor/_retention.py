@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from opennua.store import NotFound, Store, StoreError
-from opennua.supervisor._workspace import decode_manifest
+from opennua.supervisor._workspace import WorkspaceLock, decode_manifest
 
 ACTIVE = frozenset({"queued", "running", "waiting_input"})
 #: A week, unless the operator says otherwise (`nua serve --workspace-retention`).
@@ -158,12 +158,20 @@ class Collector:
         return {entry.sha256 for entry in decode_manifest(raw).values()}
 
     def _forget_locally(self, session_id: str) -> None:
-        # This machine's copy of a retired workspace, and its index, go with it.
+        # This machine's copy of a retired workspace, and its index, go with it; not while
+        # an attempt holds it (a new turn in an old session: it is no longer ended).
         if self._data_dir is None:
             return
-        shutil.rmtree(self._data_dir / "workspaces" / session_id, ignore_errors=True)
-        with contextlib.suppress(FileNotFoundError):
-            (self._data_dir / "workspace-index" / f"{session_id}.json").unlink()
+        index = self._data_dir / "workspace-index"
+        lock = WorkspaceLock(index / f"{session_id}.lock")
+        if not lock.try_acquire():
+            return
+        try:
+            shutil.rmtree(self._data_dir / "workspaces" / session_id, ignore_errors=True)
+            with contextlib.suppress(FileNotFoundError):
+                (index / f"{session_id}.json").unlink()
+        finally:
+            lock.release(remove=True)
 
 
 def _ref(value: object) -> str | None:

@@ -179,15 +179,23 @@ class WorkspaceLock:
         fd = os.open(self._path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+            # Retention removes the file under the lock: a lock taken on a file no longer
+            # at the path guards nothing another process could open.
+            if os.fstat(fd).st_ino != os.stat(self._path).st_ino:
+                raise BlockingIOError
+        except (BlockingIOError, FileNotFoundError):
             os.close(fd)
             return False
         self._fd = fd
         return True
 
-    def release(self) -> None:
+    def release(self, *, remove: bool = False) -> None:
+        """Let go; ``remove``: the workspace is retired, its lock file goes too."""
         if self._fd is not None:
             fd, self._fd = self._fd, None
+            if remove:
+                with contextlib.suppress(FileNotFoundError):
+                    self._path.unlink()
             with contextlib.suppress(OSError):
                 fcntl.flock(fd, fcntl.LOCK_UN)
             os.close(fd)
