@@ -158,7 +158,6 @@ class AttemptRunner:
     async def run(self) -> None:
         execution = self.claimed.execution
         try:
-            await self._hold_workspace()
             await self._announce()
             if execution.deadline_at is not None and self.config.clock() >= execution.deadline_at:
                 await self._end("deadline_exceeded", None)
@@ -195,15 +194,13 @@ class AttemptRunner:
         except Exception as exc:
             log.exception("attempt %s failed", self.claimed.attempt_id)
             await self._end("failed", {"code": "internal_error", "message": str(exc)})
-        finally:
-            self._workspace_lock.release()
 
     async def _hold_workspace(self) -> None:
-        """Take the workspace from whichever attempt still holds it, then prove the lease
-        is still this attempt's: only then may it restore or run anything on the disk.
+        """Take the workspace lock for the restore, then prove the lease is still this
+        attempt's: a fenced attempt must not restore a manifest over its successor's files.
 
-        The holder may be an attempt paused past its lease; while waiting, this one renews
-        its own lease, as its heartbeat would."""
+        The holder may be an attempt paused past its lease in the middle of its restore;
+        while waiting, this one renews its own lease, as its heartbeat would."""
         renew_at = self.config.monotonic() + self.config.ttl / 3
         while not self._workspace_lock.try_acquire():
             if self.config.monotonic() >= renew_at:
@@ -228,7 +225,13 @@ class AttemptRunner:
         claimed, ts = self.claimed, self._ts()
         stored = await self.store.load_checkpoint(claimed.execution.execution_id)
         resumed = stored.full is not None or bool(stored.steps)
-        restored = await self._restore_workspace(ts)
+        # Held for the restore only: an attempt frozen later in its run (SIGSTOP) must not
+        # keep the next one from taking over once its lease lapses.
+        await self._hold_workspace()
+        try:
+            restored = await self._restore_workspace(ts)
+        finally:
+            self._workspace_lock.release()
         actions = [
             host_action(
                 claimed.execution,

@@ -159,7 +159,7 @@ class Collector:
 
     def _forget_locally(self, session_id: str) -> None:
         # This machine's copy of a retired workspace, and its index, go with it; not while
-        # an attempt holds it (a new turn in an old session: it is no longer ended).
+        # an attempt restores it (a new turn in an old session: it is no longer ended).
         if self._data_dir is None:
             return
         index = self._data_dir / "workspace-index"

@@ -156,16 +156,17 @@ class Workspace:
 
 
 class WorkspaceLock:
-    """An exclusive lock on a session's workspace directory, held by one attempt at a time.
+    """An exclusive lock on a session's workspace directory while an attempt restores it.
 
     Fencing protects the store, not the disk: an attempt paused past its lease (SIGSTOP, a
-    long GC) still runs its next line when it wakes, and that line may be a restore that
-    deletes what the attempt after it wrote. Supervisors that share a data directory
-    therefore take this lock before touching the workspace and check their epoch only
-    once they hold it; an attempt keeps it until it ends, so the next one restores from
-    what was committed after the last file change. The lock is an ``flock`` on a file
-    beside the workspace index (no tool sees it); the kernel drops it when the process
-    dies. Supervisors on other machines have workspaces of their own and never meet here.
+    long GC) still runs its next line when it wakes, and that line may be a restore of the
+    manifest it read before the pause, deleting what the attempt after it wrote and
+    committed. Supervisors that share a data directory therefore read the manifest and
+    restore it under this lock, and check their epoch only once they hold it. The lock is
+    held for the restore alone, so a frozen attempt stalls the next one only if it froze
+    inside its own restore. It is an ``flock`` on a file beside the workspace index (no
+    tool sees it); the kernel drops it when the process dies. Supervisors on other
+    machines have workspaces of their own and never meet here.
     """
 
     def __init__(self, path: Path) -> None:
