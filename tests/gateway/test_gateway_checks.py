@@ -66,6 +66,8 @@ class World:
     epoch: int
     host: SessionHost
     actor: Actor
+    secrets: SecretStore
+    workspace_id: str
 
     def client(self) -> httpx.AsyncClient:
         return httpx.AsyncClient(
@@ -129,7 +131,16 @@ async def world(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
             gateway = Gateway(store, secrets, upstream=lambda: _session_to(port))
             try:
                 yield World(
-                    store, gateway, upstream, ticket, execution_id, claimed.epoch, host, actor
+                    store,
+                    gateway,
+                    upstream,
+                    ticket,
+                    execution_id,
+                    claimed.epoch,
+                    host,
+                    actor,
+                    secrets,
+                    workspace,
                 )
             finally:
                 await gateway.aclose()
@@ -274,6 +285,32 @@ async def test_a_host_outside_the_egress_list_is_refused_at_call_time(world: Wor
     await world.gateway.audit.flush()
     [record] = await world.store.list_audit(execution_id=execution_id)
     assert (record.outcome, record.code, record.credential) == ("refused", "egress_denied", None)
+
+
+async def test_a_secret_replaced_or_deleted_between_calls_is_never_sent_stale(
+    world: World,
+) -> None:
+    # The gateway keeps the values it opened, but each call uses the sealed row it read
+    # itself: a replaced value goes out (and is redacted) from the next call on, and a
+    # deleted secret refuses the next call.
+    for _ in range(3):  # resolves the session, then opens the row, then reuses it
+        assert (await _post(world, _call("lookup"))).status_code == 200
+    rotated = "r0tated-value-5e1d"
+    await world.secrets.put(world.workspace_id, "api-key", rotated)
+    answer = await _post(world, _call("lookup"))
+    assert answer.status_code == 200
+    assert world.upstream.seen[-1]["headers"]["x-api-key"] == rotated
+    assert rotated not in answer.text and "[redacted:api-key]" in answer.text
+    await world.secrets.delete(world.workspace_id, "api-key")
+    refused = await _post(world, _call("lookup"))
+    assert refused.json()["error"]["data"]["code"] == "secret_missing"
+    assert len(world.upstream.seen) == 4  # the refused call reached nothing
+    await world.secrets.put(world.workspace_id, "api-key", VALUE)
+    assert (await _post(world, _call("lookup"))).status_code == 200
+    assert [s["headers"]["x-api-key"] for s in world.upstream.seen] == [VALUE] * 3 + [
+        rotated,
+        VALUE,
+    ]
 
 
 def test_redaction_covers_raw_and_json_escaped_values() -> None:

@@ -27,6 +27,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
@@ -98,6 +99,11 @@ class Gateway:
         self._tickets: dict[str, tuple[str, int]] = {}
         #: execution_id -> its session (never changes)
         self._session_of: dict[str, str] = {}
+        #: (workspace_id, name) -> a secret opened from the sealed row read by a call; see
+        #: `_values` for why this is no cache of whether it may be used.
+        self._opened: dict[tuple[str, str], _Opened] = {}
+        #: (workspace_id, secret names) -> the values it redacts and the redactor
+        self._redactors: dict[tuple[str, tuple[str, ...]], tuple[tuple[str, ...], Redactor]] = {}
 
     async def aclose(self) -> None:
         await self.audit.aclose()
@@ -138,7 +144,8 @@ class Gateway:
         """Check and forward one request; `call` and `message` are filled in with what
         was learnt of it (for its span)."""
         started = time.perf_counter()
-        server = request.url.path.removeprefix(PATH).strip("/")
+        # The raw path: `request.url` would build a whole URL object per call.
+        server = str(request.scope["path"]).removeprefix(PATH).strip("/")
         call["server"] = server
         try:
             if request.method == "GET":
@@ -178,7 +185,10 @@ class Gateway:
                 raise Refusal("tool_not_allowed", f"{server}__{tool} is not an allowed tool")
             call["credential"] = ",".join(c.secret for c in connection.credentials) or None
             values = await self._values(workspace_id, connection, facts.secrets)
-            return await self._forward(request, connection, body, message, values, call, started)
+            redact = self._redactor(workspace_id, values)
+            return await self._forward(
+                request, connection, body, message, values, redact, call, started
+            )
         except Refusal as refusal:
             self._audit(call, "refused", refusal.code, started)
             return _refused(refusal, message)
@@ -227,18 +237,62 @@ class Gateway:
     async def _values(
         self, workspace_id: str, connection: Connection, sealed: dict[str, SealedSecret]
     ) -> dict[str, str]:
+        """The connection's secret values, from the sealed rows this call read.
+
+        Opening a row (AES-GCM) is skipped when this process already opened that very row:
+        same workspace, name, key and sealed bytes (a fresh random nonce each time a value
+        is set). Whether the secret exists, and which value it holds, is still what this
+        call read: a deleted secret is refused and a replaced or re-keyed one is opened
+        anew, from the next call on. An opened value is re-opened at least every
+        `_TOUCH_EVERY` seconds, which is also when its last use is recorded."""
         values = {}
+        now = self._clock()
         for ref in connection.credentials:
+            key = (workspace_id, ref.secret)
+            row = sealed.get(ref.secret)
             try:
-                row = sealed.get(ref.secret)
-                values[ref.secret] = await (
-                    self._secrets.get(workspace_id, ref.secret, touch_every=_TOUCH_EVERY)
-                    if row is None
-                    else self._secrets.unseal(row, touch_every=_TOUCH_EVERY)
-                )
+                if row is None:
+                    # Not read with the facts (the call that resolved the session): read it.
+                    self._forget(key)
+                    value = await self._secrets.get(
+                        workspace_id, ref.secret, touch_every=_TOUCH_EVERY
+                    )
+                else:
+                    opened = self._opened.get(key)
+                    if (
+                        opened is not None
+                        and opened.sealed == row.sealed
+                        and opened.key_id == row.key_id
+                        and now - opened.at < _TOUCH_EVERY
+                    ):
+                        value = opened.value
+                    else:
+                        value = await self._secrets.unseal(row, touch_every=_TOUCH_EVERY)
+                        self._opened[key] = _Opened(row.sealed, row.key_id, value, now)
             except SecretError as exc:
+                self._forget(key)
                 raise Refusal("secret_missing", f"credential {ref.secret}: {exc.detail}") from exc
+            except SecretKeyError:
+                self._forget(key)
+                raise
+            values[ref.secret] = value
         return values
+
+    def _forget(self, key: tuple[str, str]) -> None:
+        """Drop what this process holds of a secret (its opened value, the redactors)."""
+        self._opened.pop(key, None)
+        workspace_id, name = key
+        for held in [k for k in self._redactors if k[0] == workspace_id and name in k[1]]:
+            del self._redactors[held]
+
+    def _redactor(self, workspace_id: str, values: dict[str, str]) -> Redactor:
+        """The redactor of these values (building one JSON-escapes each value 6 ways)."""
+        key = (workspace_id, tuple(values))
+        held = self._redactors.get(key)
+        current = tuple(values.values())
+        if held is None or held[0] != current:
+            held = self._redactors[key] = (current, Redactor(values))
+        return held[1]
 
     async def _forward(
         self,
@@ -247,6 +301,7 @@ class Gateway:
         body: bytes,
         message: dict[str, Any],
         values: dict[str, str],
+        redact: Redactor,
         call: dict[str, Any],
         started: float,
     ) -> Response:
@@ -256,7 +311,6 @@ class Gateway:
             if not value.isascii() or "\n" in value or "\r" in value:
                 raise Refusal("secret_unusable", f"secret {ref.secret} cannot be an HTTP header")
             headers[ref.header] = value
-        redact = Redactor(values)
         if self._upstream is None:
             self._upstream = self._new_upstream()
         try:
@@ -295,6 +349,14 @@ class Gateway:
                 credential=call.get("credential"),
             )
         )
+
+
+@dataclass(frozen=True, slots=True)
+class _Opened:
+    sealed: str
+    key_id: str
+    value: str
+    at: float
 
 
 def _upstream_session() -> aiohttp.ClientSession:
