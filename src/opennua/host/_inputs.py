@@ -15,7 +15,7 @@ from pydantic import BaseModel
 
 from opennua.protocol import new_id
 from opennua.protocol.ids import IdKind
-from opennua.store import GrantRecord, Transaction
+from opennua.store import DeploymentRecord, GrantRecord, Transaction
 
 Clock = Callable[[], float]
 Ids = Callable[[IdKind], str]
@@ -79,3 +79,6 @@ class AutomatedRun:
     session_id: str | None = None
     grant: GrantRecord | None = None
     record: RecordTrigger | None = None
+    #: The deployment as it was read to find `principal_id`: the Host resolves the new
+    #: session's snapshot from it rather than read it a second time.
+    deployment_record: DeploymentRecord | None = None
