@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sqlite3
 from contextlib import closing
@@ -19,6 +20,8 @@ from opennua.store import (
     _sqlite,
     open_store,
 )
+from opennua.store._actions import encode_actions
+from opennua.store._sql import Effects
 from opennua.store._sqlite_ops import SQLiteDialect
 
 from .conftest import action
@@ -115,3 +118,23 @@ async def test_a_batch_runs_without_savepoints_and_a_failing_unit_still_fails_al
             assert [a["seq"] for a in await store.read(sid)] == [1]
         with pytest.raises(NotFound):
             await store.get_session("ses_bad")
+
+
+def test_an_append_to_a_session_without_actions_does_not_look_for_known_ids() -> None:
+    # Known ids (a resumed attempt re-emitting its facts) exist only where actions do:
+    # the first append of a new session (a webhook's) skips that read.
+    def statements(last_seq: int) -> list[str]:
+        program = SQLiteDialect().append(
+            [("ses_a", encode_actions("ses_a", [action("ses_a", 1)]))], Effects()
+        )
+        sql = [program.send(None).sql]
+        rows: list[Any] = [("ses_a", 1, last_seq)]
+        with contextlib.suppress(StopIteration):
+            while True:
+                query = program.send(rows)
+                sql.append(query.sql.split()[0])
+                rows = []
+        return sql[1:]
+
+    assert statements(0) == ["INSERT", "UPDATE"]
+    assert statements(5) == ["SELECT", "INSERT", "UPDATE"]
