@@ -32,8 +32,12 @@ def random_ids(clock: Clock = time.time) -> Ids:
 
 def rfc3339(now: float) -> str:
     """`ts` of an action: UTC, milliseconds, `Z` (what the protocol's Timestamp expects)."""
-    moment = datetime.fromtimestamp(now, UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    m = datetime.fromtimestamp(now, UTC)
+    # Fields, not strftime: a fifth cheaper, and three of these go into every turn started.
+    return (
+        f"{m.year:04d}-{m.month:02d}-{m.day:02d}T{m.hour:02d}:{m.minute:02d}:{m.second:02d}"
+        f".{m.microsecond // 1000:03d}Z"
+    )
 
 
 def request_hash(intent: BaseModel) -> str:

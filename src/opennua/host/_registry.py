@@ -10,6 +10,7 @@ before the one store write that makes the version visible.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import logging
@@ -182,15 +183,25 @@ class ExecutionSnapshot:
 
     @property
     def digest(self) -> str:
-        return _json_digest(
-            {
-                "plugin": self.plugin,
-                "version": self.version,
-                "plugin_digest": self.plugin_digest,
-                "deployment_digest": self.deployment_digest,
-                "model": self.model,
-            }
+        return _snapshot_digest(
+            self.plugin, self.version, self.plugin_digest, self.deployment_digest, self.model
         )
+
+
+@functools.lru_cache(maxsize=256)
+def _snapshot_digest(
+    plugin: str, version: str, plugin_digest: str, deployment_digest: str, model: str
+) -> str:
+    # Every new session binds one (a webhook's too): few distinct ones, each hashed once.
+    return _json_digest(
+        {
+            "plugin": plugin,
+            "version": version,
+            "plugin_digest": plugin_digest,
+            "deployment_digest": deployment_digest,
+            "model": model,
+        }
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
