@@ -15,10 +15,12 @@ from typing import Any
 import httpx
 import pytest
 
-from opennua.automation import sign
+from opennua.automation import HookSpec, sign
 from opennua.automation._service import secret_name
+from opennua.store import DeploymentRecord
 
 from ..server._harness import AUTH, Env, environment, serving
+from .conftest import World
 
 PROMPT = "Order {{ payload.order.id }} from {{ payload.customer }}: triage it."
 
@@ -176,3 +178,30 @@ async def test_deleting_a_hook_ends_its_deliveries(served: tuple[Env, httpx.Asyn
     body, headers = _signed(hook, "msg_late", {"order": {"id": 1}, "customer": "z"})
     late = await c.post(f"/v1/hooks/{hook['hook_id']}", content=body, headers=headers)
     assert late.status_code == 401
+
+
+async def test_a_delivery_reads_its_deployment_once(
+    sqlite_world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Who the run acts as and which snapshot its session binds come from one read of the
+    # deployment (the Host used to read it again to resolve the snapshot).
+    w = sqlite_world
+    spec = HookSpec(name="orders", deployment="default", prompt=PROMPT)
+    hook, secret = await w.automation.create_hook(w.workspace_id, w.owner_id, spec)
+    read = w.store.get_deployment
+    reads: list[str] = []
+
+    async def counted(name: str) -> DeploymentRecord:
+        reads.append(name)
+        return await read(name)
+
+    monkeypatch.setattr(w.store, "get_deployment", counted)
+    body, headers = _signed({"secret": secret}, "msg_1", {"order": {"id": 7}, "customer": "Bo"})
+    accepted = await w.automation.deliver(hook.hook_id, body, headers)
+    assert reads == ["default"]
+    session = await w.store.get_session(accepted["session_id"])
+    assert (session.deployment, session.deployment_digest) == (
+        "default",
+        (await read("default")).digest,
+    )
+    assert (await w.store.get_execution(accepted["execution_id"])).principal_id == w.owner_id

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from opennua.host import SessionHost
+from opennua.host import SessionHost, rfc3339
 from opennua.protocol import (
     Accepted,
     AnswerInput,
@@ -254,3 +255,18 @@ async def test_a_delivery_report_is_appended_once_and_closed_once_sent(env: Env)
 async def test_a_delivery_report_for_an_unknown_session_is_not_found(env: Env) -> None:
     result = await env.host.report_delivery("ses_nope", _report("int_d", "pending"))
     assert result.type == "rejected" and result.code == "not_found"
+
+
+@pytest.mark.parametrize(
+    ("now", "ts"),
+    [
+        (0.0, "1970-01-01T00:00:00.000Z"),
+        (1_800_000_000.1234, "2027-01-15T08:00:00.123Z"),
+        (1_000_000_000.9995, "2001-09-09T01:46:40.999Z"),
+        (253402300799.5, "9999-12-31T23:59:59.500Z"),
+    ],
+)
+def test_rfc3339_is_utc_with_milliseconds_truncated(now: float, ts: str) -> None:
+    assert rfc3339(now) == ts
+    moment = datetime.fromtimestamp(now, UTC)  # what it was spelled with before
+    assert ts == moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"

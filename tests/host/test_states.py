@@ -102,7 +102,7 @@ async def test_unknown_sessions_raise_and_leave_nothing_behind(store: Store) -> 
     assert len(states) == 0 and not states._locks
 
 
-async def test_keep_snapshots_folds_every_session_that_grows(store: Store) -> None:
+async def test_keep_snapshots_folds_a_session_that_grew_past_the_policy(store: Store) -> None:
     await _session(store, "ses_k", 1)
     states = SessionStates(store, snapshot_every=5)
     wakeups: asyncio.Queue[tuple[str, int]] = asyncio.Queue()
@@ -123,5 +123,47 @@ async def test_keep_snapshots_folds_every_session_that_grows(store: Store) -> No
             await asyncio.sleep(0.02)
         assert snapshot is not None and snapshot.seq == 8
         assert not keeper.done()
+    finally:
+        keeper.cancel()
+
+
+async def test_keep_snapshots_leaves_an_unread_session_alone_until_a_snapshot_is_due(
+    store: Store,
+) -> None:
+    await _session(store, "ses_new", 3)  # a webhook's new session: created, queued
+    await _session(store, "ses_read", 3)
+    states = SessionStates(store, snapshot_every=5)
+    await states.snapshot("ses_read")  # a client reads this one: it is cached
+    wakeups: asyncio.Queue[tuple[str, int]] = asyncio.Queue()
+
+    async def stream() -> AsyncIterator[tuple[str, int]]:
+        while True:
+            yield await wakeups.get()
+
+    async def settled() -> None:
+        while not wakeups.empty():
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.05)
+
+    keeper = asyncio.ensure_future(states.keep_snapshots(stream()))
+    try:
+        wakeups.put_nowait(("ses_new", 3))
+        await store.append("ses_read", [_action("ses_read", 3)])
+        wakeups.put_nowait(("ses_read", 4))
+        await settled()
+        assert "ses_new" not in states._states  # nothing due: not folded, not cached
+        assert states._states["ses_read"][0]["seq"] == 4  # a cached one keeps up
+        assert await store.get_snapshot("ses_new") is None
+        ended = _action("ses_new", 3, "turn.ended", turn_id="trn_x")
+        ended["data"] = {"stop_reason": "end_turn"}
+        await store.append("ses_new", [ended])
+        wakeups.put_nowait(("ses_new", 4))
+        for _ in range(100):
+            snapshot = await store.get_snapshot("ses_new")
+            if snapshot is not None:
+                break
+            await asyncio.sleep(0.02)
+        assert snapshot is not None and snapshot.seq == 4  # the turn ended: stored
+        assert snapshot.state_json == await _replayed(store, "ses_new")
     finally:
         keeper.cancel()

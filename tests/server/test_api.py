@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import inspect
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -16,6 +17,7 @@ from fastapi import APIRouter, FastAPI
 from fastapi.routing import APIRoute, APIWebSocketRoute
 
 from opennua.server._authz import Reader, api_routes, unguarded
+from opennua.server._serve import GC_THRESHOLD, settle_heap
 from opennua.store import FileBlobStore
 
 from ._harness import AUTH, TOKEN, Env, environment, park_for_input
@@ -472,6 +474,26 @@ async def test_no_route_or_dependency_runs_in_a_worker_thread(env: Env) -> None:
             if dependant.call is not None and not coroutine(dependant.call):
                 sync.append(f"{route.path}: {getattr(dependant.call, '__name__', dependant.call)}")
     assert len(routes) > 50 and sync == []
+
+
+def test_the_app_holds_its_routes_flat_and_leaves_fastapis_telemetry_off(env: Env) -> None:
+    # An included router is walked again per request with bookkeeping per route tried
+    # (a tenth of a webhook delivery); FastAPI's telemetry asked the global providers.
+    routes = env.app.router.routes
+    assert not [r for r in routes if hasattr(r, "original_router")]
+    assert sum(isinstance(r, APIRoute) for r in routes) > 50
+    assert not env.app._native_telemetry.enabled()
+
+
+def test_settle_heap_freezes_what_startup_made() -> None:
+    threshold = gc.get_threshold()
+    try:
+        settle_heap()
+        assert gc.get_freeze_count() > 0
+        assert gc.get_threshold() == (GC_THRESHOLD, *threshold[1:])
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*threshold)
 
 
 def test_a_route_that_declares_no_authorization_is_found_also_in_an_included_router() -> None:

@@ -133,6 +133,25 @@ async def test_snapshot_keeps_the_newest(store: Store) -> None:
     assert snap is not None and snap.seq == 500 and json.loads(snap.state_json) == {"seq": 500}
 
 
+async def test_snapshot_due_after_a_turn_ended_or_every_n_actions_since_the_snapshot(
+    store: Store,
+) -> None:
+    assert not await store.snapshot_due("ses_nope", 3)
+    await store.create_session("ses_a", created_at=1.0)
+    assert not await store.snapshot_due("ses_a", 3)  # nothing to snapshot
+    await store.append("ses_a", [action("ses_a", 1), action("ses_a", 2)])
+    assert not await store.snapshot_due("ses_a", 3)
+    await store.append("ses_a", [action("ses_a", 3)])
+    assert await store.snapshot_due("ses_a", 3)  # 3 actions since the start
+    await store.put_snapshot("ses_a", 3, "{}")
+    assert not await store.snapshot_due("ses_a", 3)
+    await store.append("ses_a", [action("ses_a", 4, kind="turn.ended")])
+    assert await store.snapshot_due("ses_a", 3)  # a turn ended since the snapshot
+    await store.put_snapshot("ses_a", 4, "{}")
+    await store.append("ses_a", [action("ses_a", 5)])
+    assert not await store.snapshot_due("ses_a", 3)  # the turn ended before it
+
+
 async def test_transaction_commits_everything_or_nothing(store: Store) -> None:
     await store.create_session("ses_a", created_at=1.0)
     async with store.transaction() as tx:

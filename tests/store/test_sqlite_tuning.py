@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sqlite3
 from contextlib import closing
@@ -11,7 +12,16 @@ from typing import Any
 
 import pytest
 
-from opennua.store import Unavailable, _sqlite, open_store
+from opennua.store import (
+    NotFound,
+    SessionRecord,
+    Unavailable,
+    WriteConflict,
+    _sqlite,
+    open_store,
+)
+from opennua.store._actions import encode_actions
+from opennua.store._sql import Effects
 from opennua.store._sqlite_ops import SQLiteDialect
 
 from .conftest import action
@@ -66,3 +76,65 @@ async def test_a_failed_run_of_appends_without_savepoint_commits_nothing(
             assert (await store.get_session(sid)).last_seq == 0
         armed = False
         assert await store.append("ses_a", [action("ses_a", 1)]) == [1]
+
+
+async def test_a_batch_runs_without_savepoints_and_a_failing_unit_still_fails_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Units queued together are one transaction, first without a SAVEPOINT each; when
+    # one of them fails, the transaction is rolled back and the batch runs again with
+    # SAVEPOINTs, so the others commit and the failed one leaves nothing behind.
+    taken: list[bool] = []
+    real = _sqlite.SQLiteStore._run_unit
+
+    def recording(
+        self: _sqlite.SQLiteStore, conn: Any, unit: Any, wakeups: Any, *, savepoint: bool = True
+    ) -> Any:
+        taken.append(savepoint)
+        return real(self, conn, unit, wakeups, savepoint=savepoint)
+
+    monkeypatch.setattr(_sqlite.SQLiteStore, "_run_unit", recording)
+    async with await open_store(f"sqlite:///{tmp_path}/units.db") as store:
+        await store.create_session("ses_taken", created_at=1.0)
+
+        async def start(sid: str, *, clash: bool = False) -> None:
+            async with store.transaction() as tx:
+                tx.create_session(SessionRecord(session_id=sid, created_at=1.0))
+                tx.append(sid, [action(sid, 1)])
+                if clash:  # after its writes: they must not survive
+                    tx.create_session(SessionRecord(session_id="ses_taken", created_at=1.0))
+
+        taken.clear()
+        await asyncio.gather(*(start(f"ses_{n}") for n in range(5)))
+        assert taken == [False] * 5  # one batch, no SAVEPOINT
+        taken.clear()
+        outcomes = await asyncio.gather(
+            start("ses_a"), start("ses_bad", clash=True), start("ses_b"), return_exceptions=True
+        )
+        assert outcomes[0] is None and outcomes[2] is None
+        assert isinstance(outcomes[1], WriteConflict)
+        assert taken == [False, False, True, True, True]  # the failure, then all again
+        for sid in ("ses_a", "ses_b", "ses_4"):
+            assert [a["seq"] for a in await store.read(sid)] == [1]
+        with pytest.raises(NotFound):
+            await store.get_session("ses_bad")
+
+
+def test_an_append_to_a_session_without_actions_does_not_look_for_known_ids() -> None:
+    # Known ids (a resumed attempt re-emitting its facts) exist only where actions do:
+    # the first append of a new session (a webhook's) skips that read.
+    def statements(last_seq: int) -> list[str]:
+        program = SQLiteDialect().append(
+            [("ses_a", encode_actions("ses_a", [action("ses_a", 1)]))], Effects()
+        )
+        sql = [program.send(None).sql]
+        rows: list[Any] = [("ses_a", 1, last_seq)]
+        with contextlib.suppress(StopIteration):
+            while True:
+                query = program.send(rows)
+                sql.append(query.sql.split()[0])
+                rows = []
+        return sql[1:]
+
+    assert statements(0) == ["INSERT", "UPDATE"]
+    assert statements(5) == ["SELECT", "INSERT", "UPDATE"]

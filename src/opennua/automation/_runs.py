@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from opennua.auth import GRANT_TTL
 from opennua.host import DeploymentSpec, Refused, execution_principal
-from opennua.store import GrantRecord, NotFound, Store
+from opennua.store import DeploymentRecord, GrantRecord, NotFound, Store
 
 
 class Unrunnable(Exception):
@@ -25,6 +25,11 @@ class Unrunnable(Exception):
 
 async def run_as(store: Store, workspace_id: str, deployment: str) -> str:
     """The principal a deployment's automated turns run as in `workspace_id`."""
+    return (await resolve(store, workspace_id, deployment))[0]
+
+
+async def resolve(store: Store, workspace_id: str, deployment: str) -> tuple[str, DeploymentRecord]:
+    """`run_as`, and the deployment as it was read (for `AutomatedRun.deployment_record`)."""
     try:
         record = await store.get_deployment(deployment)
     except NotFound:
@@ -34,7 +39,7 @@ async def run_as(store: Store, workspace_id: str, deployment: str) -> str:
         raise Unrunnable("not_found", f"no deployment named {deployment!r}")
     spec = DeploymentSpec.model_validate(record.spec)
     try:
-        return await execution_principal(store, spec, workspace_id)
+        return await execution_principal(store, spec, workspace_id), record
     except Refused as exc:
         raise Unrunnable(exc.code, exc.detail) from None
 

@@ -148,7 +148,9 @@ class Scheduler:
         next_fire_at: float | None,
         now: float,
     ) -> AutomatedRun:
-        principal_id = await _runs.run_as(self.store, schedule.workspace_id, schedule.deployment)
+        principal_id, deployment = await _runs.resolve(
+            self.store, schedule.workspace_id, schedule.deployment
+        )
         fire_time = iso(fire_at)
         prompt = render(
             schedule.prompt,
@@ -190,4 +192,5 @@ class Scheduler:
             session_id=schedule.session_id,
             grant=_runs.grant(principal_id, schedule.workspace_id, now),
             record=record,
+            deployment_record=deployment,
         )

@@ -296,7 +296,9 @@ class Automation:
         except TemplateError as exc:
             raise AutomationError("invalid_payload", str(exc)) from None
         try:
-            principal_id = await _runs.run_as(self.store, hook.workspace_id, hook.deployment)
+            principal_id, deployment = await _runs.resolve(
+                self.store, hook.workspace_id, hook.deployment
+            )
         except _runs.Unrunnable as exc:
             raise AutomationError("deployment_unresolvable", exc.detail) from None
         now = self._clock()
@@ -331,6 +333,7 @@ class Automation:
             title=f"{hook.name} · {delivery_id}"[:200],
             grant=_runs.grant(principal_id, hook.workspace_id, now),
             record=record,
+            deployment_record=deployment,
         )
         try:
             result = await self.host.start_automated(run)

@@ -15,7 +15,7 @@ from pydantic import BaseModel
 
 from opennua.protocol import new_id
 from opennua.protocol.ids import IdKind
-from opennua.store import GrantRecord, Transaction
+from opennua.store import DeploymentRecord, GrantRecord, Transaction
 
 Clock = Callable[[], float]
 Ids = Callable[[IdKind], str]
@@ -32,8 +32,12 @@ def random_ids(clock: Clock = time.time) -> Ids:
 
 def rfc3339(now: float) -> str:
     """`ts` of an action: UTC, milliseconds, `Z` (what the protocol's Timestamp expects)."""
-    moment = datetime.fromtimestamp(now, UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    m = datetime.fromtimestamp(now, UTC)
+    # Fields, not strftime: a fifth cheaper, and three of these go into every turn started.
+    return (
+        f"{m.year:04d}-{m.month:02d}-{m.day:02d}T{m.hour:02d}:{m.minute:02d}:{m.second:02d}"
+        f".{m.microsecond // 1000:03d}Z"
+    )
 
 
 def request_hash(intent: BaseModel) -> str:
@@ -79,3 +83,6 @@ class AutomatedRun:
     session_id: str | None = None
     grant: GrantRecord | None = None
     record: RecordTrigger | None = None
+    #: The deployment as it was read to find `principal_id`: the Host resolves the new
+    #: session's snapshot from it rather than read it a second time.
+    deployment_record: DeploymentRecord | None = None

@@ -10,6 +10,7 @@ before the one store write that makes the version visible.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import logging
@@ -182,15 +183,25 @@ class ExecutionSnapshot:
 
     @property
     def digest(self) -> str:
-        return _json_digest(
-            {
-                "plugin": self.plugin,
-                "version": self.version,
-                "plugin_digest": self.plugin_digest,
-                "deployment_digest": self.deployment_digest,
-                "model": self.model,
-            }
+        return _snapshot_digest(
+            self.plugin, self.version, self.plugin_digest, self.deployment_digest, self.model
         )
+
+
+@functools.lru_cache(maxsize=256)
+def _snapshot_digest(
+    plugin: str, version: str, plugin_digest: str, deployment_digest: str, model: str
+) -> str:
+    # Every new session binds one (a webhook's too): few distinct ones, each hashed once.
+    return _json_digest(
+        {
+            "plugin": plugin,
+            "version": version,
+            "plugin_digest": plugin_digest,
+            "deployment_digest": deployment_digest,
+            "model": model,
+        }
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -508,14 +519,24 @@ class Registry:
             self._plugins[version.digest] = found
         return found
 
-    async def resolve(self, deployment: str, scope: Scope | None = None) -> ExecutionSnapshot:
+    async def resolve(
+        self,
+        deployment: str,
+        scope: Scope | None = None,
+        *,
+        record: DeploymentRecord | None = None,
+    ) -> ExecutionSnapshot:
         """deployment → channel → version, once: the snapshot a new session is bound to.
-        A scope uses only its workspace's deployments and the versions it sees."""
+        A scope uses only its workspace's deployments and the versions it sees. `record`:
+        the deployment named `deployment` as the caller has just read it."""
         try:
-            record = await self.deployment(deployment, scope)
+            if record is None or record.name != deployment:
+                record = await self.deployment(deployment, scope)
+            elif scope is not None and not scope.sees_deployment(record):
+                raise _hidden("deployment", deployment)
         except Refused as exc:
             raise Refused("not_found", f"no deployment named {deployment!r}") from exc
-        spec = DeploymentSpec.model_validate(record.spec)
+        spec = self._spec(record)
         try:
             version = await self._target(spec, scope)
         except NotFound as exc:
@@ -539,8 +560,14 @@ class Registry:
             return None
         spec = self._specs.get(deployment_digest)
         if spec is None:
-            record = await self.store.get_deployment_config(deployment_digest)
-            spec = self._specs[deployment_digest] = DeploymentSpec.model_validate(record.spec)
+            spec = self._spec(await self.store.get_deployment_config(deployment_digest))
+        return spec
+
+    def _spec(self, record: DeploymentRecord) -> DeploymentSpec:
+        # A configuration never changes under its digest: validated once per process.
+        spec = self._specs.get(record.digest)
+        if spec is None:
+            spec = self._specs[record.digest] = DeploymentSpec.model_validate(record.spec)
         return spec
 
     async def ensure_builtin(self, model: str) -> None:

@@ -365,7 +365,9 @@ class SessionHost:
         if run.session_id is None:
             try:
                 scope = Scope(run.workspace_id, run.principal_id)
-                snap = await self.registry.resolve(run.deployment, scope)
+                snap = await self.registry.resolve(
+                    run.deployment, scope, record=run.deployment_record
+                )
             except Refused as exc:
                 return self._reject(intent, exc.code, exc.detail)
             session_id = self._ids("session")

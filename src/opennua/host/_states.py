@@ -100,10 +100,19 @@ class SessionStates:
             return state
 
     async def keep_snapshots(self, wakeups: AsyncIterator[tuple[str, int]]) -> None:
-        """Run until cancelled: fold every session that grows, so snapshots are stored
-        (every ~500 actions and at turn end) even when no client asks for one."""
+        """Run until cancelled: snapshots are stored (every ~500 actions and at turn end)
+        even when no client asks for one. A cached session is folded on every wake-up,
+        others only when `Store.snapshot_due` says a snapshot is."""
         async for session_id, _seq in wakeups:
             try:
+                # A session no reader holds is folded only when a snapshot is due: the
+                # fold would decode and reduce its whole log since the last snapshot, and
+                # store nothing (a new session from a webhook: a seventh of the loop's
+                # time per delivery, for a state the cache then evicted unread).
+                if session_id not in self._states and not await self._store.snapshot_due(
+                    session_id, self._snapshot_every
+                ):
+                    continue
                 await self.fold(session_id)
             except Exception:
                 _log.warning("snapshot of %s failed", session_id, exc_info=True)

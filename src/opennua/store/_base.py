@@ -233,6 +233,11 @@ class Store(abc.ABC):
     async def get_snapshot(self, session_id: str) -> Snapshot | None:
         return await self._read(reads.get_snapshot(session_id))
 
+    async def snapshot_due(self, session_id: str, every: int) -> bool:
+        """Whether the session's log has grown past its stored snapshot (or the start)
+        by a `turn.ended`, or by ``every`` actions or more. False for an unknown session."""
+        return await self._read(reads.snapshot_due(session_id, every))
+
     # -- idempotency records ---------------------------------------------------------
 
     async def begin(

@@ -55,7 +55,10 @@ class SQLiteDialect(Dialect):
         for sid, key, seq in (yield Query(_LAST_SEQS, (_param(sids),))):
             last[sid] = seq
             sk[sid] = key
-        pairs = [[sk[sid], a.action_id] for sid, acts in items if sid in sk for a in acts]
+        # Only a session that has actions can have one of these already (a resumed
+        # attempt's re-emitted facts): a new one's (a webhook's, created in this very
+        # unit) has none, and the read would find nothing.
+        pairs = [[sk[sid], a.action_id] for sid, acts in items if last.get(sid) for a in acts]
         known: dict[tuple[str, str], int] = {}
         if pairs:
             sid_of = {key: sid for sid, key in sk.items()}
