@@ -17,6 +17,7 @@ import pytest
 from opennua.runtime import default_agent
 from opennua.store import Claimed, Store, Won, open_store
 from opennua.supervisor import AttemptConfig, AttemptRunner, execution_workspace
+from opennua.supervisor._workspace import WorkspaceLock
 from tests.supervisor.test_supervisor import EID, SID, _accept, _action, _state
 
 
@@ -102,3 +103,19 @@ async def test_an_attempt_paused_past_its_lease_leaves_the_next_attempts_files(
         # The approved command ran once, and its effect is still on the disk.
         checks = execution_workspace(tmp_path, execution) / "checks.log"
         assert checks.read_text().splitlines() == ["5 lines"]
+
+
+async def test_an_attempt_fenced_once_it_holds_the_workspace_lets_go_of_it(
+    tmp_path: Path,
+) -> None:
+    store = await open_store(f"sqlite:///{tmp_path}/nua.db", data_dir=tmp_path)
+    async with store:
+        await _accept(store, time.time())
+        stale = _runner(store, await _claim(store, "sup_z", time.time(), 0.3), tmp_path, 0.3)
+        await asyncio.sleep(0.5)
+        later = await _claim(store, "sup_b", time.time(), 5)  # the stale lease lapsed
+        await stale.run()  # takes the lock, finds itself fenced, stops
+        assert stale.fenced
+        # Were the lock still held, the live attempt would wait for it for ever.
+        assert WorkspaceLock(tmp_path / "workspace-index" / f"{SID}.lock").try_acquire()
+        assert later.epoch == stale.claimed.epoch + 1

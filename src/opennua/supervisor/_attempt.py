@@ -227,8 +227,9 @@ class AttemptRunner:
         resumed = stored.full is not None or bool(stored.steps)
         # Held for the restore only: an attempt frozen later in its run (SIGSTOP) must not
         # keep the next one from taking over once its lease lapses.
-        await self._hold_workspace()
         try:
+            # Inside: an attempt fenced once it holds the lock must let go of it too.
+            await self._hold_workspace()
             restored = await self._restore_workspace(ts)
         finally:
             self._workspace_lock.release()
