@@ -119,3 +119,33 @@ async def test_an_attempt_fenced_once_it_holds_the_workspace_lets_go_of_it(
         # Were the lock still held, the live attempt would wait for it for ever.
         assert WorkspaceLock(tmp_path / "workspace-index" / f"{SID}.lock").try_acquire()
         assert later.epoch == stale.claimed.epoch + 1
+
+
+async def test_an_attempt_frozen_past_its_lease_does_not_start_the_side_effect(
+    tmp_path: Path,
+) -> None:
+    store = await open_store(f"sqlite:///{tmp_path}/nua.db", data_dir=tmp_path)
+    async with store:
+        await _accept(store, time.time())
+        first = _runner(store, await _claim(store, "sup_a", time.time(), 5), tmp_path, 5)
+        await first.run()
+        await _approve(store)
+        resumed = _runner(store, await _claim(store, "sup_z", time.time(), 5), tmp_path, 5)
+        # Frozen (SIGSTOP) past its lease while the commit that starts the approved
+        # command was in flight: its clock jumps by a minute there.
+        jump = [0.0]
+        resumed.config.monotonic = lambda: time.monotonic() + jump[0]
+        commit = resumed.journal.commit
+
+        async def frozen_at_start(events: Any, checkpoints: Any, ledger: Any = ()) -> None:
+            if any(op.op == "start" for op in ledger):
+                jump[0] = 60.0
+            await commit(events, checkpoints, ledger)
+
+        resumed.journal.commit = frozen_at_start  # type: ignore[method-assign]
+        await resumed.run()
+        assert resumed.fenced
+        (entry,) = [e for e in await store.get_ledger(EID) if e.status != "completed"]
+        assert entry.status == "started"  # the next attempt reports it `unknown`
+        checks = execution_workspace(tmp_path, await store.get_execution(EID)) / "checks.log"
+        assert not checks.exists(), "the command ran after the lease may have lapsed"

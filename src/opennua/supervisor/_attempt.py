@@ -134,6 +134,9 @@ class AttemptRunner:
             store.blobs,
         )
         self._workspace_lock = WorkspaceLock(index / f"{execution.session_id}.lock")
+        #: Until when (``config.monotonic``) the lease surely holds: the last renewal's
+        #: send time plus the TTL (the claim's, at first).
+        self._lease_until = config.monotonic() + config.ttl
         self.journal = StoreJournal(
             store,
             claimed,
@@ -142,6 +145,7 @@ class AttemptRunner:
             on_fenced=self._lost,
             on_append=config.on_append,
             workspace=self.workspace,
+            lease_held=lambda: self.config.monotonic() < self._lease_until,
             track_seqs=config.tracing is not None and config.tracing.tracer_provider is not None,
         )
 
@@ -213,6 +217,7 @@ class AttemptRunner:
 
     async def _renew(self) -> None:
         execution = self.claimed.execution
+        sent = self.config.monotonic()
         try:
             await self.store.heartbeat(
                 execution.execution_id, self.claimed.epoch, self.config.clock(), self.config.ttl
@@ -220,6 +225,7 @@ class AttemptRunner:
         except Fenced:
             self._lost()
             raise
+        self._lease_until = sent + self.config.ttl
 
     async def _announce(self) -> None:
         claimed, ts = self.claimed, self._ts()
@@ -351,7 +357,7 @@ class AttemptRunner:
         execution = self.claimed.execution
         while True:
             await asyncio.sleep(self.config.ttl / 3)
-            now = self.config.clock()
+            now, sent = self.config.clock(), self.config.monotonic()
             try:
                 lease = await self.store.heartbeat(
                     execution.execution_id, self.claimed.epoch, now, self.config.ttl
@@ -361,6 +367,7 @@ class AttemptRunner:
                 if self._task is not None:
                     self._task.cancel()
                 return
+            self._lease_until = sent + self.config.ttl
             if lease.cancel_requested:
                 self.cancel.set()
             if await self._grant_revoked():

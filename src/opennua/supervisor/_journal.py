@@ -75,8 +75,10 @@ class StoreJournal:
         on_append: Callable[[int], None] = lambda count: None,
         workspace: Workspace | None = None,
         track_seqs: bool = False,
+        lease_held: Callable[[], bool] = lambda: True,
     ) -> None:
         self._store = store
+        self._lease_held = lease_held
         #: The seqs this attempt's actions got, by run (for spans); kept only when traced.
         self.run_seqs: dict[str | None, list[int]] | None = {} if track_seqs else None
         self._execution = claimed.execution
@@ -197,6 +199,12 @@ class StoreJournal:
                     tx.ledger_mark_unknown(op.tool_call_id, now=now)
 
         self._track(events, await self.write(fill))
+        if any(op.op == "start" for op in ledger) and not self._lease_held():
+            # The store took the start, but this attempt may have been frozen past its
+            # lease since (SIGSTOP): another attempt may own the call by now, so it must
+            # not run here. Its ledger says `started`: the next attempt reports it.
+            self._on_fenced()
+            raise OwnershipLost("the lease may have lapsed before the tool call ran")
 
     def _host_records(self, tx: FencedTransaction, event: RuntimeEvent, now: float) -> None:
         execution = self._execution
