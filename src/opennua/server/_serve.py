@@ -18,6 +18,7 @@ import os
 import secrets
 import signal
 import socket
+import struct
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -108,7 +109,18 @@ class _AbortableH11(H11Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)  # type: ignore[arg-type]
         app = self.app
-        abort = {"abort": transport.abort}  # type: ignore[attr-defined]
+
+        def reset() -> None:
+            # Linger 0 makes the close a reset: a plain close would leave the unsent bytes
+            # to an orphaned kernel socket probing a zero window, which may give up without
+            # telling the peer, and holds up to the send buffer of memory until it does.
+            sock = transport.get_extra_info("socket")
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            transport.abort()  # type: ignore[attr-defined]
+
+        abort = {"abort": reset}
 
         async def with_abort(scope: Any, receive: Any, send: Any) -> None:
             scope.setdefault("extensions", {})[ABORT_EXTENSION] = abort
