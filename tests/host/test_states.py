@@ -11,7 +11,7 @@ import pytest
 
 from opennua.host._states import SessionStates
 from opennua.protocol import action_from_dict, replay, state_to_json
-from opennua.store import NotFound, Store, open_store
+from opennua.store import NotFound, Snapshot, Store, open_store
 
 
 @pytest.fixture
@@ -105,65 +105,56 @@ async def test_unknown_sessions_raise_and_leave_nothing_behind(store: Store) -> 
 async def test_keep_snapshots_folds_a_session_that_grew_past_the_policy(store: Store) -> None:
     await _session(store, "ses_k", 1)
     states = SessionStates(store, snapshot_every=5)
-    wakeups: asyncio.Queue[tuple[str, int]] = asyncio.Queue()
-
-    async def stream() -> AsyncIterator[tuple[str, int]]:
-        while True:
-            yield await wakeups.get()
-
-    keeper = asyncio.ensure_future(states.keep_snapshots(stream()))
+    watcher = store.watch()
+    keeper = asyncio.ensure_future(states.keep_snapshots(watcher))
     try:
         await store.append("ses_k", [_action("ses_k", n) for n in range(1, 8)])
-        wakeups.put_nowait(("ses_missing", 1))  # a failure is logged, the keeper goes on
-        wakeups.put_nowait(("ses_k", 8))
-        for _ in range(100):
-            snapshot = await store.get_snapshot("ses_k")
-            if snapshot is not None:
-                break
-            await asyncio.sleep(0.02)
+        snapshot = await _stored(store, "ses_k")
         assert snapshot is not None and snapshot.seq == 8
         assert not keeper.done()
     finally:
-        keeper.cancel()
+        watcher.close()
+        await asyncio.wait_for(keeper, 5)  # a closed watcher ends the keeper
 
 
 async def test_keep_snapshots_leaves_an_unread_session_alone_until_a_snapshot_is_due(
     store: Store,
 ) -> None:
-    await _session(store, "ses_new", 3)  # a webhook's new session: created, queued
     await _session(store, "ses_read", 3)
     states = SessionStates(store, snapshot_every=5)
     await states.snapshot("ses_read")  # a client reads this one: it is cached
-    wakeups: asyncio.Queue[tuple[str, int]] = asyncio.Queue()
-
-    async def stream() -> AsyncIterator[tuple[str, int]]:
-        while True:
-            yield await wakeups.get()
-
-    async def settled() -> None:
-        while not wakeups.empty():
-            await asyncio.sleep(0.01)
-        await asyncio.sleep(0.05)
-
-    keeper = asyncio.ensure_future(states.keep_snapshots(stream()))
+    watcher = store.watch()
+    keeper = asyncio.ensure_future(states.keep_snapshots(watcher))
     try:
-        wakeups.put_nowait(("ses_new", 3))
+        # Woken together: a webhook's new sessions (created, queued) and the cached one.
+        for n in range(20):
+            await _session(store, f"ses_new{n}", 3)
         await store.append("ses_read", [_action("ses_read", 3)])
-        wakeups.put_nowait(("ses_read", 4))
-        await settled()
-        assert "ses_new" not in states._states  # nothing due: not folded, not cached
-        assert states._states["ses_read"][0]["seq"] == 4  # a cached one keeps up
-        assert await store.get_snapshot("ses_new") is None
-        ended = _action("ses_new", 3, "turn.ended", turn_id="trn_x")
-        ended["data"] = {"stop_reason": "end_turn"}
-        await store.append("ses_new", [ended])
-        wakeups.put_nowait(("ses_new", 4))
         for _ in range(100):
-            snapshot = await store.get_snapshot("ses_new")
-            if snapshot is not None:
+            if states._states["ses_read"][0]["seq"] == 4:
                 break
             await asyncio.sleep(0.02)
-        assert snapshot is not None and snapshot.seq == 4  # the turn ended: stored
-        assert snapshot.state_json == await _replayed(store, "ses_new")
+        assert states._states["ses_read"][0]["seq"] == 4  # a cached one keeps up
+        assert not any(sid.startswith("ses_new") for sid in states._states)  # none due
+        assert await store.get_snapshot("ses_new0") is None
+        for n in (0, 7):
+            ended = _action(f"ses_new{n}", 3, "turn.ended", turn_id="trn_x")
+            ended["data"] = {"stop_reason": "end_turn"}
+            await store.append(f"ses_new{n}", [ended])
+        for n in (0, 7):
+            snapshot = await _stored(store, f"ses_new{n}")
+            assert snapshot is not None and snapshot.seq == 4  # the turn ended: stored
+            assert snapshot.state_json == await _replayed(store, f"ses_new{n}")
+        assert await store.get_snapshot("ses_new1") is None
     finally:
         keeper.cancel()
+        watcher.close()
+
+
+async def _stored(store: Store, session_id: str) -> Snapshot | None:
+    for _ in range(100):
+        snapshot = await store.get_snapshot(session_id)
+        if snapshot is not None:
+            return snapshot
+        await asyncio.sleep(0.02)
+    return None

@@ -9,7 +9,15 @@ import sqlite3
 import psycopg
 import pytest
 
-from opennua.store import InvalidInput, NotFound, SessionRecord, Store, WriteConflict, open_store
+from opennua.store import (
+    MAX_SNAPSHOTS_DUE,
+    InvalidInput,
+    NotFound,
+    SessionRecord,
+    Store,
+    WriteConflict,
+    open_store,
+)
 from opennua.store._bodies import unpack
 from opennua.store._json import dumps
 
@@ -133,23 +141,31 @@ async def test_snapshot_keeps_the_newest(store: Store) -> None:
     assert snap is not None and snap.seq == 500 and json.loads(snap.state_json) == {"seq": 500}
 
 
-async def test_snapshot_due_after_a_turn_ended_or_every_n_actions_since_the_snapshot(
+async def test_snapshots_due_after_a_turn_ended_or_every_n_actions_since_the_snapshot(
     store: Store,
 ) -> None:
-    assert not await store.snapshot_due("ses_nope", 3)
+    async def due(*session_ids: str) -> set[str]:
+        return await store.snapshots_due(list(session_ids), 3)
+
+    assert await due() == set()
+    assert await due("ses_nope") == set()
     await store.create_session("ses_a", created_at=1.0)
-    assert not await store.snapshot_due("ses_a", 3)  # nothing to snapshot
+    await store.create_session("ses_b", created_at=1.0)
+    assert await due("ses_a", "ses_b") == set()  # nothing to snapshot
     await store.append("ses_a", [action("ses_a", 1), action("ses_a", 2)])
-    assert not await store.snapshot_due("ses_a", 3)
+    await store.append("ses_b", [action("ses_b", 1, kind="turn.ended")])
+    assert await due("ses_a", "ses_b", "ses_nope") == {"ses_b"}  # b: a turn ended
     await store.append("ses_a", [action("ses_a", 3)])
-    assert await store.snapshot_due("ses_a", 3)  # 3 actions since the start
+    assert await due("ses_a", "ses_b") == {"ses_a", "ses_b"}  # a: 3 actions since the start
     await store.put_snapshot("ses_a", 3, "{}")
-    assert not await store.snapshot_due("ses_a", 3)
+    assert await due("ses_a") == set()
     await store.append("ses_a", [action("ses_a", 4, kind="turn.ended")])
-    assert await store.snapshot_due("ses_a", 3)  # a turn ended since the snapshot
+    assert await due("ses_a") == {"ses_a"}  # a turn ended since the snapshot
     await store.put_snapshot("ses_a", 4, "{}")
     await store.append("ses_a", [action("ses_a", 5)])
-    assert not await store.snapshot_due("ses_a", 3)  # the turn ended before it
+    assert await due("ses_a") == set()  # the turn ended before it
+    with pytest.raises(InvalidInput):
+        await store.snapshots_due([f"ses_{n}" for n in range(MAX_SNAPSHOTS_DUE + 1)], 3)
 
 
 async def test_transaction_commits_everything_or_nothing(store: Store) -> None:
@@ -179,6 +195,22 @@ async def test_watch_wakes_after_commit(store: Store) -> None:
     async with store.watch() as watcher:
         await store.append("ses_a", [action("ses_a", 1), action("ses_a", 2)])
         assert await asyncio.wait_for(anext(watcher), 5) == ("ses_a", 2)
+
+
+async def test_watch_batch_takes_what_is_pending_oldest_first_up_to_a_limit(store: Store) -> None:
+    for sid in ("ses_a", "ses_b", "ses_c"):
+        await store.create_session(sid, created_at=1.0)
+    watcher = store.watch()
+    for sid in ("ses_a", "ses_b", "ses_c"):
+        await store.append(sid, [action(sid, 1)])
+    await store.append("ses_a", [action("ses_a", 2)])  # coalesced, keeps its place
+    assert await asyncio.wait_for(watcher.batch(2), 5) == [("ses_a", 2), ("ses_b", 1)]
+    assert await asyncio.wait_for(watcher.batch(2), 5) == [("ses_c", 1)]
+    waiting = asyncio.ensure_future(watcher.batch(2))
+    await asyncio.sleep(0.05)
+    assert not waiting.done()  # nothing pending: it waits
+    watcher.close()
+    assert await asyncio.wait_for(waiting, 5) == []  # closed: empty
 
 
 @pytest.mark.postgres

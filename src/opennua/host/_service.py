@@ -14,7 +14,7 @@ import contextlib
 import logging
 import time
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any, Protocol
 
@@ -51,6 +51,7 @@ from opennua.store import (
     SessionRecord,
     SessionSummary,
     Store,
+    Watcher,
 )
 
 from ._artifacts import ArtifactRetries
@@ -477,7 +478,7 @@ class SessionHost:
         """`(seq, canonical state JSON)`, without copying the state (the catch-up path)."""
         return await self.states.snapshot_json(session_id)
 
-    async def keep_snapshots(self, wakeups: AsyncIterator[tuple[str, int]]) -> None:
+    async def keep_snapshots(self, wakeups: Watcher) -> None:
         """Run until cancelled: keep stored snapshots up with every session that grows."""
         await self.states.keep_snapshots(wakeups)
 

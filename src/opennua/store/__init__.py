@@ -5,7 +5,7 @@ See docs/store.md for the contract, units of work, group commit and claim orderi
 
 from ._auth_ops import AnswerFacts, GrantFacts
 from ._automation import DeliveryRecord, FireRecord, HookRecord, ScheduleRecord, SchedulerLease
-from ._base import Store
+from ._base import MAX_SNAPSHOTS_DUE, Store
 from ._blobs import BlobRef, BlobStore
 from ._blobs_file import FileBlobStore
 from ._errors import (
@@ -62,6 +62,7 @@ from ._unit import FencedTransaction, Handle, Transaction
 from ._watch import Watcher
 
 __all__ = [
+    "MAX_SNAPSHOTS_DUE",
     "AnswerFacts",
     "ArtifactRecord",
     "AttemptRecord",

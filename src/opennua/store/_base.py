@@ -76,6 +76,8 @@ from ._unit import FencedTransaction, Transaction, Unit, UnitScope
 from ._watch import Watcher
 
 T = TypeVar("T")
+#: Sessions per `Store.snapshots_due` read (a bound on its statement's parameters).
+MAX_SNAPSHOTS_DUE = 500
 
 
 class Store(abc.ABC):
@@ -233,10 +235,15 @@ class Store(abc.ABC):
     async def get_snapshot(self, session_id: str) -> Snapshot | None:
         return await self._read(reads.get_snapshot(session_id))
 
-    async def snapshot_due(self, session_id: str, every: int) -> bool:
-        """Whether the session's log has grown past its stored snapshot (or the start)
-        by a `turn.ended`, or by ``every`` actions or more. False for an unknown session."""
-        return await self._read(reads.snapshot_due(session_id, every))
+    async def snapshots_due(self, session_ids: Sequence[str], every: int) -> set[str]:
+        """Those of the sessions whose log has grown past its stored snapshot (or the
+        start) by a `turn.ended`, or by ``every`` actions or more; unknown ones are not.
+        One read for them all (up to `MAX_SNAPSHOTS_DUE` of them)."""
+        if not session_ids:
+            return set()
+        if len(session_ids) > MAX_SNAPSHOTS_DUE:
+            raise InvalidInput(f"at most {MAX_SNAPSHOTS_DUE} sessions per read")
+        return await self._read(reads.snapshots_due(session_ids, every))
 
     # -- idempotency records ---------------------------------------------------------
 

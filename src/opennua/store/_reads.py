@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from ._actions import action_from_row
@@ -129,20 +130,22 @@ def read_actions(session_id: str, after: int, limit: int) -> Program[list[dict[s
     return [action_from_row(session_id, r[0], r[1], r[2]) for r in rows]
 
 
-def snapshot_due(session_id: str, every: int) -> Program[bool]:
-    # The stored snapshot's seq, the log's end and whether a turn ended since, in one
-    # read that decodes no body (the `type` column says it).
+def snapshots_due(session_ids: Sequence[str], every: int) -> Program[set[str]]:
+    # Per session: the stored snapshot's seq, the log's end and whether a turn ended
+    # since, in one read that decodes no body (the `type` column says it).
+    marks = ",".join("?" * len(session_ids))
     rows = yield Query(
-        "SELECT s.last_seq, COALESCE(n.seq, 0), EXISTS (SELECT 1 FROM actions a "
-        "WHERE a.session_id = s.session_id AND a.seq > COALESCE(n.seq, 0) "
+        "SELECT s.session_id, s.last_seq, COALESCE(n.seq, 0), EXISTS (SELECT 1 FROM "
+        "actions a WHERE a.session_id = s.session_id AND a.seq > COALESCE(n.seq, 0) "
         "AND a.type = 'turn.ended') FROM sessions s "
-        "LEFT JOIN snapshots n ON n.session_id = s.session_id WHERE s.session_id = ?",
-        (session_id,),
+        f"LEFT JOIN snapshots n ON n.session_id = s.session_id WHERE s.session_id IN ({marks})",
+        tuple(session_ids),
     )
-    if not rows:
-        return False
-    last, stored, ended = rows[0]
-    return bool(last > stored and (ended or last - stored >= every))
+    return {
+        session_id
+        for session_id, last, stored, ended in rows
+        if last > stored and (ended or last - stored >= every)
+    }
 
 
 def get_snapshot(session_id: str) -> Program[Snapshot | None]:

@@ -36,6 +36,23 @@ class Watcher:
         session_id = next(iter(self._pending))
         return session_id, self._pending.pop(session_id)
 
+    async def batch(self, limit: int) -> list[tuple[str, int]]:
+        """Up to `limit` pending wake-ups at once, oldest first, as soon as there is one
+        (for a consumer that reads one thing for many sessions); empty once closed."""
+        while not self._pending:
+            if self._closed:
+                return []
+            self._event.clear()
+            await self._event.wait()
+        taken = []
+        for session_id in self._pending:
+            taken.append((session_id, self._pending[session_id]))
+            if len(taken) == limit:
+                break
+        for session_id, _ in taken:
+            del self._pending[session_id]
+        return taken
+
     def close(self) -> None:
         self._closed = True
         self._hub.discard(self)
