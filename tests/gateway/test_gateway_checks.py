@@ -21,7 +21,7 @@ import pytest
 import uvicorn
 
 from opennua.auth import Authority
-from opennua.gateway import PATH, Gateway, Redactor, issue_ticket
+from opennua.gateway import PATH, Gateway, Redactor, _proxy, issue_ticket
 from opennua.host import Actor, DeploymentSpec, Hub, Scope, SessionHost
 from opennua.protocol import CreateSession, SendMessage
 from opennua.protocol.actions import TextPart
@@ -255,6 +255,35 @@ async def test_a_ticket_of_an_earlier_attempt_or_a_forged_one_is_refused(world: 
         anonymous = await c.post(f"{PATH}notes", content=b"{}")
         assert anonymous.status_code == 401 and anonymous.json()["code"] == "unauthorized"
         assert (await c.get(f"{PATH}notes")).status_code == 405
+
+
+async def test_what_the_gateway_holds_per_execution_stays_bounded(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_proxy, "_HELD", 1)
+    other_sid = str(
+        (
+            await world.host.create_session(
+                CreateSession(intent_id="int_c2", client_id="cli_t", deployment="checks"),
+                actor=world.actor,
+            )
+        ).ids["session_id"]  # type: ignore[union-attr]
+    )
+    content = [TextPart(text="again")]
+    sent = await world.host.send_message(
+        other_sid,
+        SendMessage(intent_id="int_m2", client_id="cli_t", content=content),
+        actor=world.actor,
+    )
+    other = str(sent.ids["execution_id"])  # type: ignore[union-attr]
+    claimed = await world.store.claim("sup_t2", time.time(), 600.0)
+    assert claimed is not None and claimed.execution.execution_id == other
+    ticket = await issue_ticket(world.store, other, claimed.epoch, time.time())
+    for _ in range(2):  # each call re-learns what the other emptied, and still passes
+        assert (await _post(world, _call("lookup"))).status_code == 200
+        assert (await _post(world, _call("lookup"), ticket=ticket)).status_code == 200
+        assert len(world.gateway._tickets) <= 1 and len(world.gateway._session_of) <= 1
+    assert len(world.upstream.seen) == 4
 
 
 async def test_a_host_outside_the_egress_list_is_refused_at_call_time(world: World) -> None:

@@ -69,6 +69,10 @@ _BACK = ("content-type", "mcp-session-id", "mcp-protocol-version")
 #: A secret's last use is recorded at most this often per process (a write per call
 #: would put a commit on every tool call).
 _TOUCH_EVERY = 60.0
+#: Entries held per in-process map of confirmed tickets and executions' sessions: each
+#: is re-read from the store when missing, so a full map is emptied, not grown, and a
+#: gateway that lives for months holds no entry per execution it ever served.
+_HELD = 10_000
 
 
 class Gateway:
@@ -177,6 +181,8 @@ class Gateway:
                 raise Refusal("execution_not_running", f"execution is {execution.status}")
             workspace_id = await self._check_grant(execution, facts.grant, call)
             if connection is None:
+                if len(self._session_of) >= _HELD:
+                    self._session_of.clear()
                 self._session_of[execution_id] = execution.session_id
                 connection = await self._resolver.connection(execution.session_id, server)
             call["host"] = connection.host
@@ -210,6 +216,8 @@ class Gateway:
             row = await self._store.get_gateway_ticket(execution_id)
             if row is None or not hmac.compare_digest(row[1], secret_hash):
                 raise Refusal("unauthorized", "unknown or replaced gateway ticket", 401)
+            if len(self._tickets) >= _HELD:
+                self._tickets.clear()
             known = self._tickets[secret_hash] = (execution_id, row[0])
         return known
 
