@@ -55,7 +55,8 @@ PUBLIC: dict[str, list[str]] = {
         "Denied", "Permission", "Role", "allows", "grant_problem", "may_assign",
     ],
     "store": [
-        "AnswerFacts", "ArtifactRecord", "AttemptRecord", "BlobCorrupted", "BlobRef",
+        "MAX_SNAPSHOTS_DUE", "AnswerFacts", "ArtifactRecord", "AttemptRecord", "BlobCorrupted",
+        "BlobRef",
         "BlobStore", "ChannelMove", "Checkpoint", "CheckpointPart", "Claimed", "CommitUnknown",
         "AuditRecord", "DeliveryRecord", "DeploymentRecord", "Execution", "Fenced",
         "FencedTransaction", "FileBlobStore", "FireRecord", "GatewayFacts", "GrantFacts",
