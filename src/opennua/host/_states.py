@@ -113,9 +113,9 @@ class SessionStates:
             uncached = {sid for sid, _ in woken if sid not in self._states}
             try:
                 due = await self._store.snapshots_due(list(uncached), self._snapshot_every)
-            except Exception:
+            except Exception:  # the cached ones are still folded; the others next time
                 _log.warning("which snapshots are due is unknown", exc_info=True)
-                continue
+                due = set()
             for session_id, _seq in woken:
                 if session_id in uncached and session_id not in due:
                     continue

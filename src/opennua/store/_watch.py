@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 from types import TracebackType
 
 
@@ -28,13 +29,10 @@ class Watcher:
         return self
 
     async def __anext__(self) -> tuple[str, int]:
-        while not self._pending:
-            if self._closed:
-                raise StopAsyncIteration
-            self._event.clear()
-            await self._event.wait()
-        session_id = next(iter(self._pending))
-        return session_id, self._pending.pop(session_id)
+        taken = await self.batch(1)
+        if not taken:
+            raise StopAsyncIteration
+        return taken[0]
 
     async def batch(self, limit: int) -> list[tuple[str, int]]:
         """Up to `limit` pending wake-ups at once, oldest first, as soon as there is one
@@ -44,11 +42,7 @@ class Watcher:
                 return []
             self._event.clear()
             await self._event.wait()
-        taken = []
-        for session_id in self._pending:
-            taken.append((session_id, self._pending[session_id]))
-            if len(taken) == limit:
-                break
+        taken = list(itertools.islice(self._pending.items(), limit))
         for session_id, _ in taken:
             del self._pending[session_id]
         return taken
