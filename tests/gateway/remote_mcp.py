@@ -44,6 +44,8 @@ def broken() -> str:
 @server.tool(annotations=READ)
 async def slow(seconds: float = 2.0) -> str:
     """Take a while."""
+    # To the log (the test reads it): the call got past the gateway and is in flight.
+    print("slow started", file=sys.stderr, flush=True)
     await asyncio.sleep(seconds)
     return "slow done"
 
