@@ -11,9 +11,10 @@ and calling the real `Gateway` over a real store: per call it re-reads the execu
 its grant, resolves the server from the session's snapshot, checks egress and the
 allowed tools, reads and opens the secret, injects it, forwards, redacts and queues an
 audit record. The gateway runs where `nua serve` runs it: in the clients' process, as
-role `all` serves it beside the supervisor whose executions call tools (`inprocess`,
-uvicorn configured as `nua serve` does), or as `nua serve --role gateway`, a process of
-its own (`process`).
+role `all` runs it beside the supervisor whose executions call tools and reaches it
+(`inprocess`: the runtime's client hands each request to the gateway's app, no loopback
+hop), or as `nua serve --role gateway`, a process of its own reached over HTTP
+(`process`, as a `--role supervisor` with `--gateway-url` reaches it).
 
 Two runs per mode: one call in flight (latency p50/p99; calls/s is then 1 / latency),
 and `--concurrency` calls in flight from as many MCP sessions, each with its own HTTP
@@ -50,9 +51,13 @@ from opennua.gateway import PATH, Gateway, issue_ticket
 from opennua.host import Actor, DeploymentSpec, Hub, Scope, SessionHost
 from opennua.protocol import CreateSession, SendMessage
 from opennua.protocol.actions import TextPart
+from opennua.runtime._env import GatewayRoute
+from opennua.runtime._mcp import gateway_client
 from opennua.secrets import SecretKey, SecretStore
-from opennua.server._serve import uvicorn_config
 from opennua.store import open_store
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks._pg import scratch_database
 
 TOKEN = "bench-owner-token"
 SECRET = "bench-remote-credential-7f3a"
@@ -195,35 +200,36 @@ async def _gateway_process(store_url: str, data: Path, key: SecretKey) -> AsyncI
         await proc.wait()
 
 
+#: The gateway of this process (`inprocess` mode), for the clients that reach it.
+_HERE: dict[str, Gateway] = {}
+
+
 @contextlib.asynccontextmanager
 async def _gateway_here(store_url: str, data: Path, key: SecretKey) -> AsyncIterator[str]:
     """The gateway in this process, beside the MCP clients, as `nua serve` (role `all`)
     runs it beside the supervisor whose executions call tools: the same `Gateway` over
-    the same store, served by uvicorn as `nua serve` configures it."""
+    the same store, reached as role `all` reaches it (in-process, `_client`)."""
     async with await open_store(store_url, data_dir=data) as store:
-        gateway = Gateway(store, await SecretStore.open(store, key))
-        port = _port()
-        config = uvicorn_config(gateway, "127.0.0.1", port)
-        config.lifespan = "off"  # the gateway alone has no lifespan to run
-        server = uvicorn.Server(config)
-        task = asyncio.create_task(server.serve())
-        while not server.started:
-            await asyncio.sleep(0.02)
+        gateway = _HERE["gateway"] = Gateway(store, await SecretStore.open(store, key))
         try:
-            yield f"http://127.0.0.1:{port}{PATH}notes"
+            yield f"http://127.0.0.1{PATH}notes"
         finally:
-            server.should_exit = True
-            with contextlib.suppress(BaseException):
-                await asyncio.wait_for(task, 10)
+            del _HERE["gateway"]
             await gateway.aclose()
 
 
 @contextlib.asynccontextmanager
 async def _client(url: str, bearer: str) -> AsyncIterator[Client]:
-    """The MCP SDK's client over streamable HTTP: the one the runtime uses."""
-    headers = {"Authorization": f"Bearer {bearer}"}
+    """The MCP SDK's client over streamable HTTP, made as the runtime makes it: direct,
+    with the remote's token; to the gateway, by the runtime's own `gateway_client` (with
+    the ticket, handed to the gateway's app when it is in this process)."""
+    if url.endswith(f"{PATH}notes"):
+        route = GatewayRoute(url, bearer, app=_HERE.get("gateway"))
+        http = gateway_client(route)
+    else:
+        http = create_mcp_http_client(headers={"Authorization": f"Bearer {bearer}"})
     async with (
-        create_mcp_http_client(headers=headers) as http,
+        http,
         Client(streamable_http_client(url, http_client=http), cache=None) as client,
     ):
         yield client
@@ -277,9 +283,11 @@ def _load() -> str:
 async def main(args: argparse.Namespace) -> None:
     n = max(1, args.concurrency)
     load_before = _load()
-    with tempfile.TemporaryDirectory(prefix="nua-bench-gw-") as tmp:
-        data = Path(tmp)
-        store_url = args.pg or f"sqlite:///{data}/nua.db"
+    with contextlib.ExitStack() as scratch:
+        data = Path(scratch.enter_context(tempfile.TemporaryDirectory(prefix="nua-bench-gw-")))
+        store_url = f"sqlite:///{data}/nua.db"
+        if args.pg:
+            store_url = scratch.enter_context(scratch_database(args.pg, "nua_bench_gateway"))
         key = SecretKey.generate()
         async with _remote() as remote:
             tickets = await _executions(store_url, data, remote, key, n)

@@ -40,8 +40,10 @@ class Server:
         env: Mapping[str, str] | None = None,
         blobs: str | None = None,
         lease_ttl: str = "2",
+        args: Sequence[str] = (),
     ) -> None:
         self.data = data
+        self.args = list(args)
         self.lease_ttl = lease_ttl
         self.db = db
         self.blobs = blobs
@@ -74,6 +76,7 @@ class Server:
             args += ["--blobs", self.blobs]
         if self.model:
             args += ["--model", self.model]
+        args += self.args
         env = dict(os.environ, NUA_DEMO_STEP_DELAY=self.step_delay) | self.extra_env
         self.log = self.data / f"serve-{self.role}-{time.monotonic_ns()}.log"
         with open(self.log, "wb") as log:

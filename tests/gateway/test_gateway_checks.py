@@ -17,6 +17,7 @@ from typing import Any
 import aiohttp
 import aiohttp.abc
 import httpx
+import httpx2
 import pytest
 import uvicorn
 
@@ -25,6 +26,8 @@ from opennua.gateway import PATH, Gateway, Redactor, _proxy, issue_ticket
 from opennua.host import Actor, DeploymentSpec, Hub, Scope, SessionHost
 from opennua.protocol import CreateSession, SendMessage
 from opennua.protocol.actions import TextPart
+from opennua.runtime._env import GatewayRoute
+from opennua.runtime._mcp import gateway_client
 from opennua.secrets import SecretKey, SecretStore
 from opennua.store import DeploymentRecord, Store, open_store
 
@@ -35,6 +38,8 @@ VALUE = 'v@lue "with" \\ quotes-0c9b'
 @dataclass
 class Upstream:
     seen: list[dict[str, Any]] = field(default_factory=list)
+    #: When set, a request waits for it before it is answered (a call still in flight).
+    hold: asyncio.Event | None = None
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         body = b""
@@ -45,6 +50,8 @@ class Upstream:
                 break
         headers = {k.decode(): v.decode() for k, v in scope["headers"]}
         self.seen.append({"headers": headers, "body": body})
+        if self.hold is not None:
+            await self.hold.wait()
         request = json.loads(body)
         # A service that echoes everything it got, the credential included (escaped by
         # its JSON encoder), in a result and in a response header.
@@ -225,6 +232,45 @@ async def test_only_the_credential_reaches_upstream_and_comes_back_redacted(worl
     [record] = await world.store.list_audit(execution_id=world.execution_id)
     assert (record.tool, record.credential, record.outcome) == ("lookup", "api-key", "ok")
     assert record.host == "upstream.test"
+
+
+async def test_a_call_its_caller_cancels_in_flight_is_audited(world: World) -> None:
+    # In `nua serve --role all` the runtime hands each request to the gateway in its own
+    # task: a cancelled turn cancels the forward after the service may have acted on it.
+    world.upstream.hold = asyncio.Event()
+    call = asyncio.create_task(_post(world, _call("lookup")))
+    while not world.upstream.seen:
+        await asyncio.sleep(0.01)
+    call.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    world.upstream.hold.set()
+    await world.gateway.audit.flush()
+    [record] = await world.store.list_audit(execution_id=world.execution_id)
+    assert (record.tool, record.outcome, record.code) == ("lookup", "error", "cancelled")
+    assert record.credential == "api-key" and record.latency_ms > 0
+
+
+async def test_the_runtime_reaches_a_gateway_in_its_process_without_the_network(
+    world: World,
+) -> None:
+    # The URL is where nothing listens: only the in-process route can answer.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        nowhere = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    route = GatewayRoute(nowhere, world.ticket, app=world.gateway)
+    async with gateway_client(route) as http:
+        answer = await http.post(
+            f"{nowhere}{PATH}notes", json=_call("lookup"), headers={"Accept": "application/json"}
+        )
+    assert answer.status_code == 200, answer.text
+    assert "[redacted:api-key]" in answer.text and VALUE not in answer.text
+    [seen] = world.upstream.seen
+    assert seen["headers"]["x-api-key"] == VALUE and "authorization" not in seen["headers"]
+    # Without the app the same route goes over HTTP, to where nothing listens.
+    async with gateway_client(GatewayRoute(nowhere, world.ticket)) as http:
+        with pytest.raises(httpx2.ConnectError):
+            await http.post(f"{nowhere}{PATH}notes", json=_call("lookup"))
 
 
 async def test_a_tool_outside_the_policy_is_refused_and_never_forwarded(world: World) -> None:

@@ -22,6 +22,7 @@ from typing import Any
 import httpx
 import pytest
 
+from opennua.secrets import SecretKey
 from opennua.store import DeploymentRecord, open_store
 from tests.cli.conftest import Nua
 from tests.e2e._proc import FakeProvider, Reply, Server, wait_for
@@ -326,3 +327,37 @@ def test_revoking_the_grant_mid_call_refuses_the_next_call(
         assert by_tool["lookup"]["principal_id"] == bob["principal_id"]
     finally:
         server.stop()
+
+
+@pytest.mark.postgres
+def test_a_split_deployment_reaches_the_gateway_process_over_http(
+    tmp_path: Path, remote: Remote, provider: FakeProvider, pg_url: str
+) -> None:
+    # `--role all` reaches its own gateway in-process; given `--gateway-url` it goes to
+    # that one, as a `--role supervisor` of a split deployment does.
+    key = {"NUA_SECRET_KEY": SecretKey.generate().encoded()}
+    gateway = Server(tmp_path / "data", db=pg_url, role="gateway", env=key)
+    server = _setup(tmp_path, remote, provider, db=pg_url, env=key,
+                    args=["--gateway-url", gateway.url])  # fmt: skip
+    nua = Nua(server)
+    try:
+        gateway.start()  # on the same data directory: the owner's token is the same
+        assert nua("secret", "set", "notes-token", input=remote.token + "\n").exit_code == 0
+        assert nua(*DEPLOY).exit_code == 0
+        with server.client() as http:
+            sid, execution_id = _ask(http, "use the notes")
+            turn = _ended(http, sid)
+            assert turn["stop_reason"] == "end_turn", turn
+            whoami = _calls(turn)["notes__whoami"]
+            assert whoami["output"] == "you called with Bearer [redacted:notes-token]"
+            records = wait_for(lambda: len(a := _audit(nua)) >= 3 and a, timeout=10)
+            assert {r["execution_id"] for r in records} == {execution_id}
+            # With the gateway process gone, the same call has nowhere to go.
+            gateway.stop()
+            sid, _ = _ask(http, "use the notes")
+            turn = _ended(http, sid)
+            assert turn["stop_reason"] != "end_turn" or _calls(turn) == {}, turn
+            assert "[redacted:notes-token]" not in json.dumps(turn)
+    finally:
+        server.stop()
+        gateway.stop()

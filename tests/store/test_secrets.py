@@ -22,9 +22,16 @@ from opennua.secrets import (
     open_secret_store,
     rotate_key,
 )
-from opennua.store import AuditRecord, Store
+from opennua.store import (
+    AuditRecord,
+    GrantRecord,
+    MembershipRecord,
+    NotFound,
+    PrincipalRecord,
+    Store,
+)
 
-from .conftest import FakeClock
+from .conftest import FakeClock, execution
 
 CANARY = "canary-5f0c1e9a-d3b2-4f7e-9a61-0b8e2c7d4a13"
 
@@ -209,3 +216,37 @@ async def test_audit_records_list_newest_first_by_workspace_and_execution(store:
     ]
     [one] = await store.list_audit(workspace_id="wsp_b", limit=1)
     assert (one.credential, one.code, one.host) == ("notes-token", "egress_denied", "notes.example")
+
+
+async def test_gateway_facts_read_execution_grant_and_named_secrets_at_once(
+    store: Store, clock: FakeClock
+) -> None:
+    """The gateway's one read per call: the execution, its grant's facts and the sealed
+    rows of the secrets named, only those of the grant's workspace that exist."""
+    with pytest.raises(NotFound):
+        await store.gateway_facts("exe_none", ["a"])
+    await store.create_session("ses_a", created_at=clock.now)
+    await store.create_execution(execution("exe_1", "ses_a", clock.now))
+    # No grant: the execution, and no secrets even where the names exist.
+    secrets = await SecretStore.open(store, SecretKey.generate())
+    for workspace_id, name in (("wsp_a", "a"), ("wsp_a", "b"), ("wsp_b", "c"), ("wsp_a", "z")):
+        await secrets.put(workspace_id, name, f"{workspace_id}-{name}")
+    bare = await store.gateway_facts("exe_1", ["a"])
+    assert bare.execution.execution_id == "exe_1" and bare.grant is None and bare.secrets == {}
+    await store.create_principal(
+        PrincipalRecord(principal_id="prn_a", kind="user", name="alice", created_at=1.0),
+        memberships=[MembershipRecord(workspace_id="wsp_a", principal_id="prn_a",
+                                      role="member", created_at=1.0)],
+    )  # fmt: skip
+    await store.put_grant(
+        GrantRecord(execution_id="exe_1", principal_id="prn_a", workspace_id="wsp_a",
+                    expires_at=100.0)
+    )  # fmt: skip
+    facts = await store.gateway_facts("exe_1", ["a", "b", "c", "missing"])
+    assert facts.execution == await store.get_execution("exe_1")
+    assert facts.grant == await store.grant_facts("exe_1")
+    # `c` is another workspace's, `missing` none's, `z` not asked for.
+    assert facts.secrets == {n: await store.get_secret("wsp_a", n) for n in ("a", "b")}
+    assert (await store.gateway_facts("exe_1")).secrets == {}
+    [only] = (await store.gateway_facts("exe_1", ["b"])).secrets.values()
+    assert await secrets.unseal(only) == "wsp_a-b"

@@ -18,7 +18,7 @@ log = logging.getLogger("opennua.gateway")
 
 
 class AuditLog:
-    def __init__(self, store: Store, *, interval: float = 0.05, max_batch: int = 500) -> None:
+    def __init__(self, store: Store, *, interval: float = 0.25, max_batch: int = 500) -> None:
         self._store = store
         self._interval = interval
         self._max_batch = max_batch

@@ -72,6 +72,10 @@ class GatewayRoute:
 
     url: str
     ticket: str = field(repr=False)
+    #: The gateway's ASGI app when it runs in this very process (`nua serve --role all`):
+    #: requests then go to it without a loopback HTTP hop (the same checks, the same
+    #: ticket; a parse and a socket round trip on each side less).
+    app: Callable[..., Awaitable[None]] | None = field(default=None, repr=False, compare=False)
     #: Called when the gateway refuses a call because the grant is revoked: the attempt
     #: checks the grant now (and stops) instead of at its next heartbeat.
     on_revoked: Callable[[], Awaitable[None]] | None = field(

@@ -85,9 +85,9 @@ class ServeConfig:
     #: Where blobs live: `file:///dir` or `s3://bucket/prefix`; None is the store's
     #: default (SQLite: DATA/blobs; PostgreSQL: the database itself).
     blobs: str | None = None
-    #: Where this process's supervisor reaches the gateway: `--role all` uses its own
-    #: port; a `--role supervisor` needs one given (else remote MCP servers fail their
-    #: turn with `gateway_unavailable`).
+    #: Where this process's supervisor reaches the gateway: `--role all` uses its own,
+    #: in-process; a `--role supervisor` needs one given (else remote MCP servers fail
+    #: their turn with `gateway_unavailable`).
     gateway_url: str | None = None
     #: Seconds the workspace of an ended session is kept before its blobs are collected
     #: (docs/workspace.md "Retention"); 0 or less: kept forever.
@@ -278,9 +278,15 @@ async def _serve(
         await authority.bootstrap(token)
         supervisor: Supervisor | None = None
         tasks: list[asyncio.Task[None]] = []
-        gateway_url = config.gateway_url
-        if config.role == "all":
-            gateway_url = gateway_url or f"http://{_reach(config.host)}:{config.port}"
+        gateway = None
+        if config.role in ("all", "gateway"):
+            gateway = Gateway(store, secret_store, tracer_provider=telemetry.tracer_provider)
+        issuer = None
+        if config.gateway_url is not None:
+            issuer = _issuer(store, config.gateway_url)
+        elif config.role == "all":
+            # Its own gateway, reached in-process (the URL names it in spans and errors).
+            issuer = _issuer(store, f"http://{_reach(config.host)}:{config.port}", gateway)
         if config.role in ("all", "supervisor"):
             supervisor = Supervisor(
                 store,
@@ -294,14 +300,11 @@ async def _serve(
                 on_fenced=metrics.fenced_writes.inc,
                 on_append=metrics.actions_appended.inc,
                 grant_check=authority.renew_grant,
-                gateway=None if gateway_url is None else _issuer(store, gateway_url),
+                gateway=issuer,
                 sandbox_secret=secret_store.get,
                 retention=config.workspace_retention if config.workspace_retention > 0 else None,
             )
             tasks.append(asyncio.create_task(supervisor.run()))
-        gateway = None
-        if config.role in ("all", "gateway"):
-            gateway = Gateway(store, secret_store, tracer_provider=telemetry.tracer_provider)
         server = None
         if config.role == "gateway":
             assert gateway is not None
@@ -385,9 +388,12 @@ def settle_heap() -> None:
     gc.set_threshold(GC_THRESHOLD, older, oldest)
 
 
-def _issuer(store: Store, url: str) -> Callable[[str, int], Awaitable[GatewayRoute]]:
+def _issuer(
+    store: Store, url: str, here: Gateway | None = None
+) -> Callable[[str, int], Awaitable[GatewayRoute]]:
     async def issue(execution_id: str, epoch: int) -> GatewayRoute:
-        return GatewayRoute(url, await issue_ticket(store, execution_id, epoch, time.time()))
+        ticket = await issue_ticket(store, execution_id, epoch, time.time())
+        return GatewayRoute(url, ticket, app=here)
 
     return issue
 

@@ -488,6 +488,24 @@ def answer_facts(request_id: str) -> Program[AnswerFacts]:
     )
 
 
+#: Columns of `execution_facts_sql` before the caller's own.
+EXECUTION_FACTS_N = _EXEC_N + 25
+
+
+def execution_facts_sql(more_cols: str = "", more_joins: str = "") -> str:
+    """One statement for an execution `e` with its grant `g` and the grant's facts, plus
+    the caller's columns and joins (their parameters come before the execution id)."""
+    return (
+        f"SELECT {_cols('e', EXEC_COLS)}, {_GRANT_FACT_COLS}{more_cols} FROM executions e "
+        "LEFT JOIN execution_grants g ON g.execution_id = e.execution_id "
+        f"{_GRANT_FACT_JOINS}{more_joins}WHERE e.execution_id = ?"
+    )
+
+
+def execution_facts_from_row(r: Row) -> tuple[Execution, GrantFacts | None]:
+    return execution_from_row(r[:_EXEC_N]), _grant_facts(r[_EXEC_N:EXECUTION_FACTS_N])
+
+
 def usage_rows(workspace_ids: list[str], since: float | None) -> Program[list[UsageRow]]:
     """Every `usage.recorded` of sessions in these workspaces, attributed to the principal
     of the execution whose turn recorded it (the execution principal pays)."""

@@ -12,7 +12,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from . import _auth_ops as auth_ops
-from . import _reads as reads
 from ._errors import NotFound, WriteConflict
 from ._records import Execution
 from ._sql import Dialect, Effects, Op, Program, Query, Row
@@ -305,16 +304,20 @@ class GatewayFacts:
 
 
 def gateway_facts(execution_id: str, secret_names: Sequence[str]) -> Program[GatewayFacts]:
-    execution = yield from reads.get_execution(execution_id)
-    grant = yield from auth_ops.grant_facts(execution_id)
-    found: dict[str, SealedSecret] = {}
-    if grant is not None and secret_names:
+    # One statement (one round trip on PostgreSQL): a row per secret found, or one row.
+    sql = auth_ops.execution_facts_sql()
+    if secret_names:
         marks = ",".join("?" * len(secret_names))
-        rows = yield Query(
-            f"SELECT {_SECRET_COLS} FROM secrets WHERE workspace_id = ? AND name IN ({marks})",
-            [grant[0].workspace_id, *secret_names],
+        cols = "".join(f", s.{c}" for c in _SECRET_COLS.split(", "))
+        sql = auth_ops.execution_facts_sql(
+            cols, f"LEFT JOIN secrets s ON s.workspace_id = g.workspace_id AND s.name IN ({marks}) "
         )
-        found = {r[1]: _secret(r) for r in rows}
+    rows = yield Query(sql, [*secret_names, execution_id])
+    if not rows:
+        raise NotFound("execution", execution_id)
+    execution, grant = auth_ops.execution_facts_from_row(rows[0])
+    n = auth_ops.EXECUTION_FACTS_N
+    found = {r[n + 1]: _secret(r[n:]) for r in rows if len(r) > n and r[n] is not None}
     return GatewayFacts(execution=execution, grant=grant, secrets=found)
 
 
