@@ -57,7 +57,7 @@ from opennua.secrets import SecretKey, SecretStore
 from opennua.store import open_store
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks._pg import scratch_database
+from tests._pgdb import scratch_database
 
 TOKEN = "bench-owner-token"
 SECRET = "bench-remote-credential-7f3a"

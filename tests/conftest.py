@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
-import secrets
 from collections.abc import Iterator
 
 import psycopg
 import pytest
+
+from tests._pgdb import scratch_database
 
 PG_ADMIN_URL = os.environ.get("NUA_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 
@@ -43,14 +44,8 @@ def pg_admin_url() -> str:
 @pytest.fixture
 def pg_url(pg_admin_url: str) -> Iterator[str]:
     """A fresh, empty database for one test, dropped afterwards."""
-    name = f"nua_test_{os.getpid()}_{secrets.token_hex(4)}"
-    with psycopg.connect(pg_admin_url, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield pg_admin_url.rsplit("/", 1)[0] + "/" + name
-    finally:
-        with psycopg.connect(pg_admin_url, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with scratch_database(pg_admin_url, f"nua_test_{os.getpid()}") as url:
+        yield url
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -1,5 +1,5 @@
-"""A PostgreSQL database of a benchmark's own: made on the given server, dropped after,
-so a run never finds another run's rows (or its secret key's check row)."""
+"""A PostgreSQL database of one test's or one benchmark's own: made on the given server,
+dropped after, so a run never finds another run's rows (or its secret key's check row)."""
 
 from __future__ import annotations
 
