@@ -53,7 +53,7 @@ def serve_command(
         str | None,
         typer.Option(
             envvar="NUA_GATEWAY_URL",
-            help="Where supervisors reach the gateway (default with --role all: this server)",
+            help="Where supervisors reach the gateway (--role all: its own, in-process)",
         ),
     ] = None,
 ) -> None:
