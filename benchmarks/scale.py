@@ -36,7 +36,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypedDict
@@ -67,42 +67,69 @@ def _rss_kb(pid: int) -> int:
     return 0
 
 
+async def _post(http: httpx.AsyncClient, path: str, body: dict[str, Any]) -> httpx.Response:
+    """POST with an Idempotency-Key, sent again (same key) across connection errors: with
+    1,000 sessions a pooled connection can sit idle past uvicorn's keep-alive (5 s) and be
+    closed as a request goes out on it, as any client of a busy server meets."""
+    key = secrets.token_hex(8)
+    for _ in range(4):
+        try:
+            return await http.post(path, json=body, headers={"Idempotency-Key": key})
+        except httpx.TransportError:
+            await asyncio.sleep(0.2)
+    return await http.post(path, json=body, headers={"Idempotency-Key": key})
+
+
 async def _turns(http: httpx.AsyncClient, sid: str, stop_at: float, counts: Counts) -> None:
     """Demo turns back to back on one session, over one SSE stream per turn."""
     seq = 0
     while time.monotonic() < stop_at:
-        sent = await http.post(
-            f"/v1/sessions/{sid}/messages", json={"content": [{"type": "text", "text": TASK}]}
+        sent = await _post(
+            http, f"/v1/sessions/{sid}/messages", {"content": [{"type": "text", "text": TASK}]}
         )
         sent.raise_for_status()
         steps = 0
-        async with http.stream(
-            "GET", f"/v1/sessions/{sid}/events", params={"after": seq}, timeout=None
-        ) as response:
-            async for line in response.aiter_lines():
-                if not line.startswith("data:"):
-                    continue
-                action = json.loads(line[5:])
-                if not isinstance(action, dict) or "type" not in action:
-                    continue
-                seq = action["seq"]
-                kind = action["type"]
-                inside = time.monotonic() < stop_at
-                if kind == "usage.recorded":
-                    steps += 1
-                    counts.steps += inside
-                elif kind == "input_request.opened":
-                    rid = action["data"]["request_id"]
-                    answered = await http.post(
-                        f"/v1/sessions/{sid}/input-requests/{rid}/answer",
-                        json={"option_id": "allow_once"},
-                    )
-                    if answered.is_error:
-                        raise RuntimeError(f"answer {rid}: {answered.status_code} {answered.text}")
-                elif kind == "turn.ended":
-                    counts.turns += inside
-                    counts.steps_per_turn = steps
-                    break
+        async for action in _events(http, sid, seq):
+            seq = action["seq"]
+            kind = action["type"]
+            inside = time.monotonic() < stop_at
+            if kind == "usage.recorded":
+                steps += 1
+                counts.steps += inside
+            elif kind == "input_request.opened":
+                rid = action["data"]["request_id"]
+                answered = await _post(
+                    http,
+                    f"/v1/sessions/{sid}/input-requests/{rid}/answer",
+                    {"option_id": "allow_once"},
+                )
+                if answered.is_error:
+                    raise RuntimeError(f"answer {rid}: {answered.status_code} {answered.text}")
+            elif kind == "turn.ended":
+                counts.turns += inside
+                counts.steps_per_turn = steps
+                break
+
+
+async def _events(http: httpx.AsyncClient, sid: str, after: int) -> AsyncIterator[dict[str, Any]]:
+    """The session's actions after `after`, resumed from the last one seen when the
+    stream's connection fails (see `_post`), as every client of the protocol does."""
+    for _ in range(5):
+        try:
+            async with http.stream(
+                "GET", f"/v1/sessions/{sid}/events", params={"after": after}, timeout=None
+            ) as response:
+                async for line in response.aiter_lines():
+                    if not line.startswith("data:"):
+                        continue
+                    action = json.loads(line[5:])
+                    if isinstance(action, dict) and "type" in action:
+                        after = action["seq"]
+                        yield action
+            return
+        except httpx.TransportError:
+            await asyncio.sleep(0.2)
+    raise RuntimeError(f"the events of {sid} could not be read")
 
 
 async def _ours_level(server: Server, n: int, seconds: float) -> Counts:
@@ -113,7 +140,7 @@ async def _ours_level(server: Server, n: int, seconds: float) -> Counts:
     ) as http:
         sids = []
         for i in range(n):
-            created = await http.post("/v1/sessions", json={"title": f"scale {n}/{i}"})
+            created = await _post(http, "/v1/sessions", {"title": f"scale {n}/{i}"})
             created.raise_for_status()
             sids.append(created.json()["session_id"])
         counts = Counts()
@@ -147,14 +174,19 @@ def _langgraph_level(saver: Any, n: int, seconds: float) -> Counts:
     run = secrets.token_hex(4)
 
     def worker(k: int) -> None:
+        # Each step counts as it is streamed (after its checkpoint), like ours as its
+        # `usage.recorded` arrives: at 1,000 threads a whole turn outlasts the window.
         config = {"configurable": {"thread_id": f"{run}-{n}-{k}"}, "recursion_limit": 100}
-        state: dict[str, Any] = {"i": 0, "data": ""}
+        i = 0
         while time.monotonic() < stop_at:
-            state = app.invoke({"i": state["i"], "data": ""}, config)
+            for update in app.stream({"i": i, "data": ""}, config, stream_mode="updates"):
+                i = update["node"]["i"]
+                if time.monotonic() < stop_at:
+                    with lock:
+                        counts.steps += 1
             if time.monotonic() < stop_at:
                 with lock:
                     counts.turns += 1
-                    counts.steps += LG_STEPS
 
     threads = [threading.Thread(target=worker, args=(k,)) for k in range(n)]
     for t in threads:
