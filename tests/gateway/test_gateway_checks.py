@@ -284,6 +284,30 @@ async def test_a_tool_outside_the_policy_is_refused_and_never_forwarded(world: W
     assert (record.outcome, record.code, record.tool) == ("refused", "tool_not_allowed", "forget")
 
 
+async def test_a_tool_name_that_is_not_utf8_is_refused_and_audited_like_any(
+    world: World,
+) -> None:
+    body = _call("lookup")
+    body["params"]["name"] = "\ud800x"  # a lone surrogate: valid JSON, not UTF-8
+    async with world.client() as c:
+        answer = await c.post(
+            f"{PATH}notes",
+            content=json.dumps(body).encode(),
+            headers={"Authorization": f"Bearer {world.ticket}"},
+        )
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["error"]["data"]["code"] == "tool_not_allowed"
+    assert world.upstream.seen == []
+    # Its audit record is written, and does not hold up the records after it.
+    assert (await _post(world, _call("lookup"))).status_code == 200
+    await world.gateway.audit.flush()
+    records = await world.store.list_audit(execution_id=world.execution_id)
+    assert sorted((r.tool, r.outcome) for r in records) == [
+        ("?x", "refused"),
+        ("lookup", "ok"),
+    ]
+
+
 async def test_a_ticket_of_an_earlier_attempt_or_a_forged_one_is_refused(world: World) -> None:
     assert (await _post(world, _call("lookup"))).status_code == 200  # known and cached now
     # The next attempt (epoch + 1) gets its own ticket: the old one no longer works.

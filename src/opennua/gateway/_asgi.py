@@ -59,5 +59,7 @@ class Outgoing:
 
 
 def json_out(value: Any, status: int = 200, media_type: str = "application/json") -> Outgoing:
-    body = json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+    # ASCII: a detail quoting the caller's text may hold a lone surrogate, which has an
+    # escape in JSON but no UTF-8 encoding.
+    body = json.dumps(value, separators=(",", ":")).encode()
     return Outgoing(status, body, {"content-type": media_type})

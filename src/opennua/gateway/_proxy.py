@@ -162,7 +162,10 @@ class Gateway:
             body = await request.body(MAX_BODY)
             message.update(_message(body))
             if message.get("method") == "tools/call":
-                call["tool"] = str((message.get("params") or {}).get("name", ""))[:200]
+                # The caller's text: what is not UTF-8 (a lone surrogate) would be refused
+                # by the store and hold up every audit record queued behind it.
+                name = str((message.get("params") or {}).get("name", ""))[:200]
+                call["tool"] = name.encode("utf-8", "replace").decode()
             execution_id, epoch = await self._ticket(request)
             call["execution_id"] = execution_id
             # One read per call once the session is known: the execution, its grant's
