@@ -489,7 +489,7 @@ def answer_facts(request_id: str) -> Program[AnswerFacts]:
 
 
 #: Columns of `execution_facts_sql` before the caller's own.
-EXECUTION_FACTS_N = _EXEC_N + 25
+EXECUTION_FACTS_N = _EXEC_N + len(_GRANT_FACT_COLS.split(", "))
 
 
 def execution_facts_sql(more_cols: str = "", more_joins: str = "") -> str:

@@ -317,7 +317,7 @@ def gateway_facts(execution_id: str, secret_names: Sequence[str]) -> Program[Gat
         raise NotFound("execution", execution_id)
     execution, grant = auth_ops.execution_facts_from_row(rows[0])
     n = auth_ops.EXECUTION_FACTS_N
-    found = {r[n + 1]: _secret(r[n:]) for r in rows if len(r) > n and r[n] is not None}
+    found = {r[n + 1]: _secret(r[n:]) for r in rows if secret_names and r[n] is not None}
     return GatewayFacts(execution=execution, grant=grant, secrets=found)
 
 
