@@ -201,9 +201,20 @@ async def test_watch_batch_takes_what_is_pending_oldest_first_up_to_a_limit(stor
     for sid in ("ses_a", "ses_b", "ses_c"):
         await store.create_session(sid, created_at=1.0)
     watcher = store.watch()
+    sentinel = store.watch()  # wake-ups fan out to every watcher at once, in order
     for sid in ("ses_a", "ses_b", "ses_c"):
         await store.append(sid, [action(sid, 1)])
     await store.append("ses_a", [action("ses_a", 2)])  # coalesced, keeps its place
+
+    async def all_delivered() -> None:
+        # On PostgreSQL wake-ups arrive by NOTIFY after the append returns: once the
+        # sentinel has the last one, `watcher` holds all four.
+        seen: set[tuple[str, int]] = set()
+        while ("ses_a", 2) not in seen:
+            seen.update(await sentinel.batch(10))
+
+    await asyncio.wait_for(all_delivered(), 5)
+    sentinel.close()
     assert await asyncio.wait_for(watcher.batch(2), 5) == [("ses_a", 2), ("ses_b", 1)]
     assert await asyncio.wait_for(watcher.batch(2), 5) == [("ses_c", 1)]
     waiting = asyncio.ensure_future(watcher.batch(2))
