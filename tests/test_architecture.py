@@ -68,7 +68,7 @@ PUBLIC: dict[str, list[str]] = {
         "Replay", "SchemaTooNew", "SealedSecret", "SessionBusy", "SessionRecord",
         "SessionSummary", "Snapshot", "Store", "StoreError", "TokenRecord", "Transaction",
         "Unavailable", "UsageRow", "Visibility", "Watcher", "Won", "WorkspaceRecord",
-        "WriteConflict", "channel_target", "open_store",
+        "WriteConflict", "channel_target", "open_store", "snapshot_due",
     ],
     "supervisor": [
         "DEFAULT_RETENTION", "AttemptConfig", "AttemptRunner", "Collector", "StoreJournal",

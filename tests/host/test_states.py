@@ -82,6 +82,33 @@ async def test_a_turn_end_stores_a_snapshot_at_once(store: Store) -> None:
     assert (await store.get_snapshot("ses_t")).seq == 4  # type: ignore[union-attr]
 
 
+async def test_a_long_sessions_turn_ends_wait_for_a_quarter_of_growth(store: Store) -> None:
+    # Storing the state costs all of it: at every turn end of a long session, each turn
+    # paid the session's whole history again.
+    await _session(store, "ses_l", 400)
+    states = SessionStates(store, snapshot_every=500)
+    ended = _action("ses_l", 400, "turn.ended", turn_id="trn_1")
+    ended["data"] = {"stop_reason": "end_turn"}
+    await store.append("ses_l", [ended])
+    await states.fold("ses_l")
+    assert (await store.get_snapshot("ses_l")).seq == 401  # type: ignore[union-attr]
+    for turn in range(2, 5):  # three more turns of 20 actions: 60 < 401 / 4
+        filler = [_action("ses_l", 400 + 20 * turn + n) for n in range(19)]
+        ended = _action("ses_l", 400 + 20 * turn + 19, "turn.ended", turn_id=f"trn_{turn}")
+        ended["data"] = {"stop_reason": "end_turn"}
+        await store.append("ses_l", [*filler, ended])
+        await states.fold("ses_l")
+    assert (await store.get_snapshot("ses_l")).seq == 401  # type: ignore[union-attr]
+    # The quarter is reached in a fold that holds no turn end: the ones before count.
+    await store.append("ses_l", [_action("ses_l", 500 + n) for n in range(40)])
+    assert (await states.snapshot_json("ses_l"))[0] == 501  # 100 * 4 < 401
+    assert (await store.get_snapshot("ses_l")).seq == 401  # type: ignore[union-attr]
+    await store.append("ses_l", [_action("ses_l", 540)])
+    seq, state_json = await states.snapshot_json("ses_l")
+    assert seq == 502 and (await store.get_snapshot("ses_l")).seq == 502  # type: ignore[union-attr]
+    assert state_json == await _replayed(store, "ses_l")
+
+
 async def test_the_cache_is_bounded_and_callers_get_their_own_copy(store: Store) -> None:
     for sid in ("ses_1", "ses_2", "ses_3"):
         await _session(store, sid, 2)
@@ -131,10 +158,10 @@ async def test_keep_snapshots_leaves_an_unread_session_alone_until_a_snapshot_is
             await _session(store, f"ses_new{n}", 3)
         await store.append("ses_read", [_action("ses_read", 3)])
         for _ in range(100):
-            if states._states["ses_read"][0]["seq"] == 4:
+            if states._states["ses_read"].state["seq"] == 4:
                 break
             await asyncio.sleep(0.02)
-        assert states._states["ses_read"][0]["seq"] == 4  # a cached one keeps up
+        assert states._states["ses_read"].state["seq"] == 4  # a cached one keeps up
         assert not any(sid.startswith("ses_new") for sid in states._states)  # none due
         assert await store.get_snapshot("ses_new0") is None
         for n in (0, 7):

@@ -176,6 +176,11 @@ async def test_a_session_runs_its_turns_one_at_a_time_in_order(
         tx.park_for_input()
     assert (await store.get_execution("exe_1")).status == "waiting_input"
     assert await store.claim("sup", clock.now, TTL) is None
+
+    async def active() -> list[str]:
+        return [e.execution_id for e in await store.list_executions("ses_a", active=True)]
+
+    assert await active() == ["exe_1", "exe_2"]  # waiting and queued, in order
     # Cancelling re-queues the parked execution so a supervisor can wind it down.
     cancelled = await store.request_cancel("exe_1")
     assert (cancelled.status, cancelled.cancel_requested) == ("queued", True)
@@ -188,6 +193,11 @@ async def test_a_session_runs_its_turns_one_at_a_time_in_order(
     nxt = await store.claim("sup", clock.now, TTL)
     assert nxt and nxt.execution.execution_id == "exe_2"
     assert [e.execution_id for e in await store.list_executions("ses_a")] == ["exe_1", "exe_2"]
+    assert await active() == ["exe_2"]  # exe_1 ended
+    async with store.fenced("exe_2", nxt.epoch) as tx:
+        tx.finish("completed", now=clock.now)
+    assert await active() == []
+    assert len(await store.list_executions("ses_a")) == 2
 
 
 async def test_deadline_sweep_ends_queued_running_and_waiting_executions(

@@ -17,6 +17,7 @@ from opennua.store import (
     Store,
     WriteConflict,
     open_store,
+    snapshot_due,
 )
 from opennua.store._bodies import unpack
 from opennua.store._json import dumps
@@ -166,6 +167,66 @@ async def test_snapshots_due_after_a_turn_ended_or_every_n_actions_since_the_sna
     assert await due("ses_a") == set()  # the turn ended before it
     with pytest.raises(InvalidInput):
         await store.snapshots_due([f"ses_{n}" for n in range(MAX_SNAPSHOTS_DUE + 1)], 3)
+
+
+async def test_a_long_logs_snapshot_waits_until_the_log_grew_by_a_quarter(store: Store) -> None:
+    # Storing a snapshot costs the whole state: a session 400 actions long does not store
+    # another at every turn end, only once the log grew by a quarter (100) since.
+    await store.create_session("ses_a", created_at=1.0)
+    await store.append("ses_a", [action("ses_a", n) for n in range(1, 401)])
+    await store.put_snapshot("ses_a", 400, "{}")
+    await store.append("ses_a", [action("ses_a", 401), action("ses_a", 402, kind="turn.ended")])
+    assert await store.snapshots_due(["ses_a"], 500) == set()  # 2 < 400 / 4
+    await store.append("ses_a", [action("ses_a", n) for n in range(403, 500)])
+    assert await store.snapshots_due(["ses_a"], 500) == set()  # 99: not yet
+    await store.append("ses_a", [action("ses_a", 500)])
+    assert await store.snapshots_due(["ses_a"], 500) == {"ses_a"}  # 100, a turn ended
+    # Without a turn end, `every` actions (and the quarter) make it due.
+    await store.put_snapshot("ses_a", 500, "{}")
+    await store.append("ses_a", [action("ses_a", n) for n in range(501, 700)])
+    assert await store.snapshots_due(["ses_a"], 150) == {"ses_a"}
+    assert await store.snapshots_due(["ses_a"], 200) == set()
+
+
+@pytest.mark.parametrize(
+    ("last", "stored", "ended", "due"),
+    [
+        (0, 0, True, False),  # nothing since
+        (3, 0, True, True),  # a first turn ended
+        (3, 0, False, False),
+        (500, 0, False, True),  # `every` actions
+        (10_000, 9_000, True, False),  # a long session: 1,000 < 9,000 / 4
+        (11_250, 9_000, True, True),
+        (11_250, 9_000, False, True),  # 2,250 >= every
+        (9_100, 9_000, False, False),
+    ],
+)
+def test_snapshot_due_needs_an_occasion_and_a_quarter_of_growth(
+    last: int, stored: int, ended: bool, due: bool
+) -> None:
+    assert snapshot_due(last, stored, ended, 500) is due
+
+
+async def test_last_workspace_manifest_is_the_newest_that_names_one(store: Store) -> None:
+    await store.create_session("ses_a", created_at=1.0)
+    assert await store.last_workspace_manifest("ses_a") is None
+    assert await store.last_workspace_manifest("ses_nope") is None
+
+    def workspace(n: int, kind: str, manifest: str | None) -> dict[str, object]:
+        return action("ses_a", n, kind=kind, manifest=manifest, files=1, bytes=1)
+
+    await store.append("ses_a", [action("ses_a", 1), workspace(2, "workspace.committed", "mf_1")])
+    assert await store.last_workspace_manifest("ses_a") == "mf_1"
+    await store.append("ses_a", [workspace(3, "workspace.restored", "mf_1")])
+    await store.append("ses_a", [action("ses_a", n) for n in range(4, 60)])
+    await store.append("ses_a", [workspace(60, "workspace.committed", "mf_2")])
+    await store.append("ses_a", [action("ses_a", n) for n in range(61, 90)])
+    assert await store.last_workspace_manifest("ses_a") == "mf_2"
+    # Newer workspace actions that name none (more than one read's worth) are passed over.
+    await store.append("ses_a", [workspace(n, "workspace.restored", None) for n in range(90, 130)])
+    assert await store.last_workspace_manifest("ses_a") == "mf_2"
+    await store.append("ses_a", [workspace(130, "workspace.restored", "mf_3")])
+    assert await store.last_workspace_manifest("ses_a") == "mf_3"
 
 
 async def test_transaction_commits_everything_or_nothing(store: Store) -> None:

@@ -789,7 +789,7 @@ class SessionHost:
 
     async def _active(self, session_id: str) -> list[Execution]:
         await self.store.get_session(session_id)
-        return [e for e in await self.store.list_executions(session_id) if e.status in ACTIVE]
+        return await self.store.list_executions(session_id, active=True)
 
     async def _idempotent(
         self,

@@ -1,9 +1,11 @@
 """Folded session states and the snapshot policy (docs/server.md, "Catch-up").
 
 A snapshot request reduces only the log's new tail onto a cached state; the cache keeps
-the most recently used sessions. A state is stored as a snapshot every `SNAPSHOT_EVERY`
-actions and whenever a turn ends, so a cold read (a new Host process) never replays a
-long log. Reading is the only way states change here: the log is the truth.
+the most recently used sessions. A state is stored as a snapshot after a turn ends or
+`SNAPSHOT_EVERY` actions, once the log grew by a quarter since the last one
+(`opennua.store.snapshot_due`), so a cold read (a new Host process) never replays a long
+log and a long session does not pay its whole state per turn. Reading is the only way
+states change here: the log is the truth.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import OrderedDict
+from dataclasses import dataclass
 
 from opennua.protocol import (
     SessionState,
@@ -21,13 +24,21 @@ from opennua.protocol import (
     state_from_json,
     state_to_json,
 )
-from opennua.store import MAX_SNAPSHOTS_DUE, Store, Watcher
+from opennua.store import MAX_SNAPSHOTS_DUE, Store, Watcher, snapshot_due
 
 _log = logging.getLogger(__name__)
 
 SNAPSHOT_EVERY = 500
 CACHE_SESSIONS = 256
 _PAGE = 1000
+
+
+@dataclass
+class _Cached:
+    state: SessionState
+    #: seq of the snapshot stored last, and whether a turn ended after it
+    snapshot_seq: int
+    ended_since: bool = False
 
 
 class SessionStates:
@@ -43,8 +54,7 @@ class SessionStates:
         self._store = store
         self._snapshot_every = snapshot_every
         self._max_sessions = max_sessions
-        # session -> (state, seq of the snapshot stored last)
-        self._states: OrderedDict[str, tuple[SessionState, int]] = OrderedDict()
+        self._states: OrderedDict[str, _Cached] = OrderedDict()
         self._locks: dict[str, asyncio.Lock] = {}
 
     def __len__(self) -> int:
@@ -74,24 +84,24 @@ class SessionStates:
             if cached is None:
                 stored = await self._store.get_snapshot(session_id)
                 if stored is None:
-                    cached = (initial_state(), 0)
+                    cached = _Cached(initial_state(), 0)
                 else:
-                    cached = (state_from_json(stored.state_json), stored.seq)
-            state, snapshot_seq = cached
-            turn_ended = False
+                    cached = _Cached(state_from_json(stored.state_json), stored.seq)
+            state = cached.state
             while True:
                 page = await self._store.read(session_id, state["seq"], _PAGE)
                 for raw in page:
                     state = reduce(state, action_from_dict(raw))
-                    turn_ended = turn_ended or raw["type"] == "turn.ended"
+                    cached.ended_since = cached.ended_since or raw["type"] == "turn.ended"
                 if len(page) < _PAGE:
                     break
-            if state["seq"] > snapshot_seq and (
-                turn_ended or state["seq"] - snapshot_seq >= self._snapshot_every
+            cached.state = state
+            if snapshot_due(
+                state["seq"], cached.snapshot_seq, cached.ended_since, self._snapshot_every
             ):
                 await self._store.put_snapshot(session_id, state["seq"], state_to_json(state))
-                snapshot_seq = state["seq"]
-            self._states[session_id] = (state, snapshot_seq)
+                cached.snapshot_seq, cached.ended_since = state["seq"], False
+            self._states[session_id] = cached
             self._states.move_to_end(session_id)
             while len(self._states) > self._max_sessions:
                 evicted, _ = self._states.popitem(last=False)

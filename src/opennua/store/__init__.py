@@ -22,6 +22,7 @@ from ._errors import (
     WriteConflict,
 )
 from ._open import open_store
+from ._reads import snapshot_due
 from ._records import (
     ArtifactRecord,
     AttemptRecord,
@@ -125,4 +126,5 @@ __all__ = [
     "WriteConflict",
     "channel_target",
     "open_store",
+    "snapshot_due",
 ]

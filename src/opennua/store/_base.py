@@ -235,10 +235,15 @@ class Store(abc.ABC):
     async def get_snapshot(self, session_id: str) -> Snapshot | None:
         return await self._read(reads.get_snapshot(session_id))
 
+    async def last_workspace_manifest(self, session_id: str) -> str | None:
+        """The manifest of the session's newest `workspace.committed` or
+        `workspace.restored` action that names one (None: never committed)."""
+        return await self._read(reads.last_workspace_manifest(session_id))
+
     async def snapshots_due(self, session_ids: Sequence[str], every: int) -> set[str]:
-        """Those of the sessions whose log has grown past its stored snapshot (or the
-        start) by a `turn.ended`, or by ``every`` actions or more; unknown ones are not.
-        One read for them all (up to `MAX_SNAPSHOTS_DUE` of them)."""
+        """Those of the sessions whose log since its stored snapshot (or the start) makes
+        a new one due by `snapshot_due`; unknown ones are not. One read for them all (up
+        to `MAX_SNAPSHOTS_DUE` of them)."""
         if not session_ids:
             return set()
         if len(session_ids) > MAX_SNAPSHOTS_DUE:
@@ -283,8 +288,10 @@ class Store(abc.ABC):
     async def get_execution(self, execution_id: str) -> Execution:
         return await self._read(reads.get_execution(execution_id))
 
-    async def list_executions(self, session_id: str) -> list[Execution]:
-        return await self._read(reads.list_executions(session_id))
+    async def list_executions(self, session_id: str, *, active: bool = False) -> list[Execution]:
+        """The session's executions in creation order; `active`: only those queued,
+        running or waiting for input."""
+        return await self._read(reads.list_executions(session_id, active))
 
     async def list_attempts(self, execution_id: str) -> list[AttemptRecord]:
         return await self._read(reads.list_attempts(execution_id))

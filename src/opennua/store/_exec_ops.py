@@ -13,6 +13,7 @@ from ._json import dumps, loads
 from ._log_ops import Append, CompleteIdempotency, append_to_request_session
 from ._records import Claimed, Execution, InputRequestRecord, Lease, Lost, Won
 from ._sql import (
+    ACTIVE_SQL,
     EXEC_COLS,
     Dialect,
     Effects,
@@ -22,8 +23,6 @@ from ._sql import (
     execution_from_row,
     new_id,
 )
-
-_ACTIVE = "('queued', 'running', 'waiting_input')"
 
 
 def _fenced_or_missing(d: Dialect, execution_id: str, epoch: int) -> Program[Fenced]:
@@ -84,7 +83,7 @@ class RequireIdle(Op):
         if not rows:
             raise NotFound("session", self.session_id)
         rows = yield Query(
-            f"SELECT 1 FROM executions WHERE session_id = ? AND status IN {_ACTIVE} LIMIT 1",
+            f"SELECT 1 FROM executions WHERE session_id = ? AND status IN {ACTIVE_SQL} LIMIT 1",
             (self.session_id,),
         )
         if rows:
@@ -108,7 +107,7 @@ class Claim(Op):
             "WHERE (e.status = 'queued' OR (e.status = 'running' AND e.lease_expires_at <= ?)) "
             "AND (e.deadline_at IS NULL OR e.deadline_at > ?) "
             "AND NOT EXISTS (SELECT 1 FROM executions p WHERE p.session_id = e.session_id "
-            f"AND p.pos < e.pos AND p.status IN {_ACTIVE}) "
+            f"AND p.pos < e.pos AND p.status IN {ACTIVE_SQL}) "
             f"ORDER BY e.pos LIMIT 1{d.skip_locked}",
             (self.now, self.now),
         )
@@ -207,7 +206,7 @@ class SweepDeadlines(Op):
         rows = yield Query(
             "UPDATE executions SET status = 'deadline_exceeded', owner = NULL, "
             "lease_expires_at = NULL, finished_at = ? "
-            f"WHERE status IN {_ACTIVE} AND deadline_at IS NOT NULL AND deadline_at <= ? "
+            f"WHERE status IN {ACTIVE_SQL} AND deadline_at IS NOT NULL AND deadline_at <= ? "
             "AND NOT (status = 'running' AND lease_expires_at > ?) "
             f"RETURNING {EXEC_COLS}",
             (self.now, self.now, self.now),

@@ -23,6 +23,7 @@ from ._records import (
     Snapshot,
 )
 from ._sql import (
+    ACTIVE_SQL,
     EXEC_COLS,
     INPUT_COLS,
     SESSION_COLS,
@@ -144,8 +145,49 @@ def snapshots_due(session_ids: Sequence[str], every: int) -> Program[set[str]]:
     return {
         session_id
         for session_id, last, stored, ended in rows
-        if last > stored and (ended or last - stored >= every)
+        if snapshot_due(last, stored, bool(ended), every)
     }
+
+
+#: A new snapshot waits until the log since the stored one is at least 1/this of the log
+#: before it.
+SNAPSHOT_GROWTH = 4
+
+
+def snapshot_due(last: int, stored: int, ended: bool, every: int) -> bool:
+    """Whether a session whose log ends at seq `last` should replace its snapshot (stored
+    at seq `stored`, 0 for none): a turn ended since, or `every` actions came, and the log
+    grew by a `SNAPSHOT_GROWTH`th since the snapshot.
+
+    Storing a snapshot costs the whole state, which grows with the log. At every turn end
+    regardless, a long session paid its whole history again per turn (one session's steps/s
+    halved within a minute of turns); with the growth bound the snapshots of a
+    session cost a bounded multiple of its log, and a cold read replays at most about a
+    quarter of what its snapshot holds."""
+    grown = last - stored
+    return grown > 0 and (ended or grown >= every) and grown * SNAPSHOT_GROWTH >= stored
+
+
+def last_workspace_manifest(session_id: str) -> Program[str | None]:
+    # Newest first: the newest turn or the one before normally has one, so the scan stops
+    # within about a turn of the log's end, and decodes only the workspace actions' bodies.
+    after = None
+    while True:
+        bound = "" if after is None else " AND seq < ?"
+        rows = yield Query(
+            "SELECT seq, action_id, type, body FROM actions WHERE session_id = ? AND type IN "
+            f"('workspace.committed', 'workspace.restored'){bound} ORDER BY seq DESC LIMIT 20",
+            (session_id,) if after is None else (session_id, after),
+        )
+        for seq, action_id, action_type, body in rows:
+            manifest = action_from_row(session_id, action_id, action_type, body)["data"].get(
+                "manifest"
+            )
+            if manifest is not None:
+                return str(manifest)
+            after = seq
+        if len(rows) < 20:
+            return None
 
 
 def get_snapshot(session_id: str) -> Program[Snapshot | None]:
@@ -162,9 +204,13 @@ def get_execution(execution_id: str) -> Program[Execution]:
     return execution_from_row(rows[0])
 
 
-def list_executions(session_id: str) -> Program[list[Execution]]:
+def list_executions(session_id: str, active: bool) -> Program[list[Execution]]:
+    # The filter is SQL's: a session holds one execution per turn it ever ran, and decoding
+    # them all to find the active one made each message cost the session's whole history.
+    where = f" AND status IN {ACTIVE_SQL}" if active else ""
     rows = yield Query(
-        f"SELECT {EXEC_COLS} FROM executions WHERE session_id = ? ORDER BY pos", (session_id,)
+        f"SELECT {EXEC_COLS} FROM executions WHERE session_id = ?{where} ORDER BY pos",
+        (session_id,),
     )
     return [execution_from_row(r) for r in rows]
 

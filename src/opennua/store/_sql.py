@@ -22,7 +22,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ulid import ULID
 
 from ._json import check_text, loads
-from ._records import ArtifactRecord, Execution, InputRequestRecord, SessionRecord
+from ._records import (
+    ACTIVE_STATUSES,
+    ArtifactRecord,
+    Execution,
+    InputRequestRecord,
+    SessionRecord,
+)
 
 if TYPE_CHECKING:
     from ._actions import EncodedAction
@@ -124,6 +130,8 @@ def session_from_row(r: Row) -> SessionRecord:
     )
 
 
+#: `status IN ACTIVE_SQL`: an execution that still has a turn to finish.
+ACTIVE_SQL = "(" + ", ".join(f"'{status}'" for status in ACTIVE_STATUSES) + ")"
 EXEC_COLS = (
     "execution_id, session_id, turn_id, status, created_at, principal_id, trigger, input, "
     "retry_of, snapshot_digest, deadline_at, owner, epoch, attempt, lease_expires_at, "

@@ -18,8 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from opennua.protocol import initial_state, reduce, state_from_json
-from opennua.protocol.actions import LOST_PATHS_LIMIT, action_from_dict
+from opennua.protocol.actions import LOST_PATHS_LIMIT
 from opennua.runtime import (
     AgentDefinition,
     AgentLoop,
@@ -268,7 +267,7 @@ class AttemptRunner:
         """Bring the workspace to the session's last committed manifest; the
         `workspace.restored` action when that changed anything or lost anything."""
         claimed = self.claimed
-        manifest = await _last_manifest(self.store, claimed.execution.session_id)
+        manifest = await self.store.last_workspace_manifest(claimed.execution.session_id)
         lost: list[str] = []
         retired = False
         if manifest is None:
@@ -457,17 +456,3 @@ class AttemptRunner:
                 ended_at=self.config.clock(),
                 seqs=seqs,
             )
-
-
-async def _last_manifest(store: Store, session_id: str) -> str | None:
-    """The workspace manifest the session committed last: the newest turn that has one
-    (this execution's when it is resuming, else the previous turn's)."""
-    snapshot = await store.get_snapshot(session_id)
-    state = state_from_json(snapshot.state_json) if snapshot else initial_state()
-    while page := await store.read(session_id, after=state["seq"]):
-        for raw in page:
-            state = reduce(state, action_from_dict(raw))
-    for turn in reversed(state["turns"]):
-        if turn["workspace"]["manifest"] is not None:
-            return turn["workspace"]["manifest"]
-    return None
