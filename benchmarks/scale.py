@@ -4,8 +4,8 @@ SQLite and PostgreSQL, beside LangGraph's checkpointer driven with the same conc
 the same run; then the RSS growth of `nua serve` for sessions parked on approvals.
 
     pip install -e '.[bench]'
-    python benchmarks/scale.py [--seconds 20] [--levels 1,10,100] [--with-1000]
-                               [--backends sqlite,postgres] [--parked 1000]
+    python benchmarks/scale.py [--seconds 20] [--warmup 5] [--levels 1,10,100] [--with-1000]
+                               [--backends sqlite,postgres] [--parked 1000] [--long 60]
                                [--pg postgresql://postgres@127.0.0.1:5432/postgres]
 
 Ours: one `nua serve` (host + supervisor, the zero-delay `scripted:demo` model:
@@ -17,7 +17,15 @@ when it reaches the client within the window.
 
 LangGraph: a 10-node-step graph per "turn" (each step writes a 300-byte payload into the
 state, checkpointed by SqliteSaver / PostgresSaver), N threads each on its own thread_id,
-turns back to back for the same window.
+turns back to back for the same window; once with `durability="async"` (LangGraph's
+default: a step's checkpoint is written while the next step runs) and once with "sync"
+(committed before the next step, as every opennua step is).
+
+Each level runs `--warmup` seconds before its window opens: what is counted is the steady
+rate at that concurrency, not the ramp of every session starting at once.
+
+Long: with `--long S`, one session runs turns back to back for S seconds and its steps/s
+is printed per tenth: a turn must not cost more as the session's history grows.
 
 Parked: `--parked` sessions each left waiting on the demo's approval; RSS (VmRSS of the
 `nua serve` process) after minus before, per session.
@@ -39,7 +47,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, Literal, TypedDict
 
 import httpx
 import psycopg
@@ -51,6 +59,30 @@ from tests.e2e._proc import Server
 TASK = "Write the quarterly report"
 LG_STEPS = 10  # LangGraph steps per turn: the demo's model steps per turn
 PAYLOAD = 300
+
+
+Durability = Literal["async", "sync"]
+
+
+@dataclass(frozen=True)
+class Window:
+    """Steps count between `start` and `stop`: the seconds before `start` are the ramp
+    (at 1,000 sessions every session sends its first message at once, and a turn can
+    outlast a short window), so the figure is the steady rate at that concurrency."""
+
+    start: float
+    stop: float
+
+    @classmethod
+    def after(cls, warmup: float, seconds: float) -> Window:
+        start = time.monotonic() + warmup
+        return cls(start, start + seconds)
+
+    def inside(self) -> bool:
+        return self.start <= time.monotonic() < self.stop
+
+    def open(self) -> bool:
+        return time.monotonic() < self.stop
 
 
 @dataclass
@@ -80,10 +112,10 @@ async def _post(http: httpx.AsyncClient, path: str, body: dict[str, Any]) -> htt
     return await http.post(path, json=body, headers={"Idempotency-Key": key})
 
 
-async def _turns(http: httpx.AsyncClient, sid: str, stop_at: float, counts: Counts) -> None:
+async def _turns(http: httpx.AsyncClient, sid: str, window: Window, counts: Counts) -> None:
     """Demo turns back to back on one session, over one SSE stream per turn."""
     seq = 0
-    while time.monotonic() < stop_at:
+    while window.open():
         sent = await _post(
             http, f"/v1/sessions/{sid}/messages", {"content": [{"type": "text", "text": TASK}]}
         )
@@ -92,7 +124,7 @@ async def _turns(http: httpx.AsyncClient, sid: str, stop_at: float, counts: Coun
         async for action in _events(http, sid, seq):
             seq = action["seq"]
             kind = action["type"]
-            inside = time.monotonic() < stop_at
+            inside = window.inside()
             if kind == "usage.recorded":
                 steps += 1
                 counts.steps += inside
@@ -132,7 +164,7 @@ async def _events(http: httpx.AsyncClient, sid: str, after: int) -> AsyncIterato
     raise RuntimeError(f"the events of {sid} could not be read")
 
 
-async def _ours_level(server: Server, n: int, seconds: float) -> Counts:
+async def _ours_level(server: Server, n: int, window: Callable[[], Window]) -> Counts:
     headers = {"Authorization": f"Bearer {server.token}"}
     limits = httpx.Limits(max_connections=2 * n + 10, max_keepalive_connections=2 * n + 10)
     async with httpx.AsyncClient(
@@ -144,9 +176,35 @@ async def _ours_level(server: Server, n: int, seconds: float) -> Counts:
             created.raise_for_status()
             sids.append(created.json()["session_id"])
         counts = Counts()
-        stop_at = time.monotonic() + seconds
-        await asyncio.gather(*(_turns(http, sid, stop_at, counts) for sid in sids))
+        level = window()
+        await asyncio.gather(*(_turns(http, sid, level, counts) for sid in sids))
         return counts
+
+
+async def _long_session(server: Server, seconds: float) -> list[float]:
+    """Steps/s of one session running turns back to back for `seconds`, per tenth of it:
+    whether a turn costs more as the session's history grows."""
+    counts = Counts()
+    rates: list[float] = []
+    tenth = seconds / 10
+
+    async def sample() -> None:
+        last = 0
+        while True:
+            await asyncio.sleep(tenth)
+            rates.append((counts.steps - last) / tenth)
+            last = counts.steps
+
+    headers = {"Authorization": f"Bearer {server.token}"}
+    async with httpx.AsyncClient(base_url=server.url, headers=headers, timeout=120) as http:
+        created = await _post(http, "/v1/sessions", {"title": "long"})
+        created.raise_for_status()
+        sampler = asyncio.create_task(sample())
+        try:
+            await _turns(http, created.json()["session_id"], Window.after(0, seconds), counts)
+        finally:
+            sampler.cancel()
+    return rates[:10]
 
 
 class _State(TypedDict):
@@ -154,7 +212,9 @@ class _State(TypedDict):
     data: str
 
 
-def _langgraph_level(saver: Any, n: int, seconds: float) -> Counts:
+def _langgraph_level(
+    saver: Any, n: int, window: Callable[[], Window], durability: Durability
+) -> Counts:
     from langgraph.graph import END, START, StateGraph
 
     def node(state: _State) -> _State:
@@ -170,21 +230,24 @@ def _langgraph_level(saver: Any, n: int, seconds: float) -> Counts:
     app = graph.compile(checkpointer=saver)
     counts = Counts(steps_per_turn=LG_STEPS)
     lock = threading.Lock()
-    stop_at = time.monotonic() + seconds
+    level = window()
     run = secrets.token_hex(4)
 
     def worker(k: int) -> None:
         # Each step counts as it is streamed (after its checkpoint), like ours as its
         # `usage.recorded` arrives: at 1,000 threads a whole turn outlasts the window.
-        config = {"configurable": {"thread_id": f"{run}-{n}-{k}"}, "recursion_limit": 100}
+        config: Any = {"configurable": {"thread_id": f"{run}-{n}-{k}"}, "recursion_limit": 100}
         i = 0
-        while time.monotonic() < stop_at:
-            for update in app.stream({"i": i, "data": ""}, config, stream_mode="updates"):
+        while level.open():
+            updates = app.stream(
+                {"i": i, "data": ""}, config, stream_mode="updates", durability=durability
+            )
+            for update in updates:
                 i = update["node"]["i"]
-                if time.monotonic() < stop_at:
+                if level.inside():
                     with lock:
                         counts.steps += 1
-            if time.monotonic() < stop_at:
+            if level.inside():
                 with lock:
                     counts.turns += 1
 
@@ -200,7 +263,7 @@ def _row(name: str, n: int, counts: Counts, seconds: float, base: float | None) 
     rate = counts.steps / seconds
     ratio = f"  {rate / base:5.1f}x the 1-session rate" if base else ""
     print(
-        f"  {name:26s} {n:5d} sessions  {rate:8.1f} steps/s  {counts.turns / seconds:7.2f} turns/s"
+        f"  {name:32s} {n:5d} sessions  {rate:8.1f} steps/s  {counts.turns / seconds:7.2f} turns/s"
         f"{ratio}"
     )
     return rate
@@ -273,11 +336,17 @@ def _park(server: Server, parked: int) -> tuple[int, int]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=20)
+    parser.add_argument(
+        "--warmup", type=float, default=5, help="seconds of each level before counting starts"
+    )
     parser.add_argument("--levels", default="1,10,100")
     parser.add_argument("--with-1000", action="store_true")
     parser.add_argument("--backends", default="sqlite,postgres")
     parser.add_argument("--parked", type=int, default=1000)
     parser.add_argument("--no-langgraph", action="store_true")
+    parser.add_argument(
+        "--long", type=float, default=0, help="then one session for this many seconds"
+    )
     parser.add_argument(
         "--pg",
         default=os.environ.get("NUA_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres"),
@@ -285,7 +354,14 @@ def main() -> int:
     args = parser.parse_args()
     levels = [int(x) for x in args.levels.split(",")] + ([1000] if args.with_1000 else [])
     created: list[str] = []
-    print(f"scale: {args.seconds:.0f} s per level, levels {levels}")
+    print(
+        f"scale: {args.seconds:.0f} s per level after {args.warmup:.0f} s of warm-up,"
+        f" levels {levels}"
+    )
+
+    def window() -> Window:
+        return Window.after(args.warmup, args.seconds)
+
     try:
         for backend in args.backends.split(","):
             tmp = Path(tempfile.mkdtemp(prefix=f"nua-scale-{backend}-"))
@@ -297,12 +373,20 @@ def main() -> int:
             (tmp / "data").mkdir()
             server.start()
             try:
-                asyncio.run(_ours_level(server, 1, 2))  # warm up: imports, first plugin load
+                # warm up: imports, first plugin load
+                asyncio.run(_ours_level(server, 1, lambda: Window.after(0, 2)))
                 base = None
                 for n in levels:
-                    counts = asyncio.run(_ours_level(server, n, args.seconds))
+                    counts = asyncio.run(_ours_level(server, n, window))
                     rate = _row("opennua nua serve", n, counts, args.seconds, base)
                     base = base or rate
+                if args.long:
+                    rates = asyncio.run(_long_session(server, args.long))
+                    print(
+                        f"  one session for {args.long:.0f} s, steps/s per tenth: "
+                        + " ".join(f"{rate:.0f}" for rate in rates)
+                        + f"  (last / first: {rates[-1] / max(rates[0], 1e-9):.2f})"
+                    )
                 if args.parked and backend == "sqlite":
                     growth, waiting = _park(server, args.parked)
                     per = growth * 1024 / max(waiting, 1) / 1000
@@ -317,11 +401,16 @@ def main() -> int:
             lg_db = None if backend == "sqlite" else _pg_db(args.pg, created)
             saver, close = _saver(backend, lg_db or "", tmp)
             try:
-                base = None
-                for n in levels:
-                    counts = _langgraph_level(saver, n, args.seconds)
-                    rate = _row(f"langgraph {type(saver).__name__}", n, counts, args.seconds, base)
-                    base = base or rate
+                # "async" (LangGraph's default) writes a step's checkpoint while the next
+                # step runs; "sync" commits it first, as every opennua step is.
+                modes: tuple[Durability, ...] = ("async", "sync")
+                for durability in modes:
+                    base = None
+                    for n in levels:
+                        counts = _langgraph_level(saver, n, window, durability)
+                        name = f"langgraph {type(saver).__name__} {durability}"
+                        rate = _row(name, n, counts, args.seconds, base)
+                        base = base or rate
             finally:
                 close()
     finally:
