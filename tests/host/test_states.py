@@ -82,30 +82,31 @@ async def test_a_turn_end_stores_a_snapshot_at_once(store: Store) -> None:
     assert (await store.get_snapshot("ses_t")).seq == 4  # type: ignore[union-attr]
 
 
-async def test_a_long_sessions_turn_ends_wait_for_a_quarter_of_growth(store: Store) -> None:
+async def test_a_long_sessions_turn_ends_wait_for_a_twentieth_of_growth(store: Store) -> None:
     # Storing the state costs all of it: at every turn end of a long session, each turn
     # paid the session's whole history again.
-    await _session(store, "ses_l", 400)
+    await _session(store, "ses_l", 2000)
     states = SessionStates(store, snapshot_every=500)
-    ended = _action("ses_l", 400, "turn.ended", turn_id="trn_1")
-    ended["data"] = {"stop_reason": "end_turn"}
-    await store.append("ses_l", [ended])
-    await states.fold("ses_l")
-    assert (await store.get_snapshot("ses_l")).seq == 401  # type: ignore[union-attr]
-    for turn in range(2, 5):  # three more turns of 20 actions: 60 < 401 / 4
-        filler = [_action("ses_l", 400 + 20 * turn + n) for n in range(19)]
-        ended = _action("ses_l", 400 + 20 * turn + 19, "turn.ended", turn_id=f"trn_{turn}")
+
+    def turn(first: int, count: int, turn_id: str) -> list[dict[str, Any]]:
+        ended = _action("ses_l", first + count - 1, "turn.ended", turn_id=turn_id)
         ended["data"] = {"stop_reason": "end_turn"}
-        await store.append("ses_l", [*filler, ended])
+        return [*(_action("ses_l", first + n) for n in range(count - 1)), ended]
+
+    await store.append("ses_l", turn(2000, 1, "trn_1"))
+    await states.fold("ses_l")
+    assert (await store.get_snapshot("ses_l")).seq == 2001  # type: ignore[union-attr]
+    for n in range(3):  # three turns of 20 actions: 60 < 2,001 / 20
+        await store.append("ses_l", turn(2001 + 20 * n, 20, f"trn_{n + 2}"))
         await states.fold("ses_l")
-    assert (await store.get_snapshot("ses_l")).seq == 401  # type: ignore[union-attr]
-    # The quarter is reached in a fold that holds no turn end: the ones before count.
-    await store.append("ses_l", [_action("ses_l", 500 + n) for n in range(40)])
-    assert (await states.snapshot_json("ses_l"))[0] == 501  # 100 * 4 < 401
-    assert (await store.get_snapshot("ses_l")).seq == 401  # type: ignore[union-attr]
-    await store.append("ses_l", [_action("ses_l", 540)])
+    assert (await store.get_snapshot("ses_l")).seq == 2001  # type: ignore[union-attr]
+    # The twentieth is reached in a fold that holds no turn end: the ones before count.
+    await store.append("ses_l", [_action("ses_l", 2061 + n) for n in range(40)])
+    assert (await states.snapshot_json("ses_l"))[0] == 2101  # 100 * 20 < 2,001
+    assert (await store.get_snapshot("ses_l")).seq == 2001  # type: ignore[union-attr]
+    await store.append("ses_l", [_action("ses_l", 2101)])
     seq, state_json = await states.snapshot_json("ses_l")
-    assert seq == 502 and (await store.get_snapshot("ses_l")).seq == 502  # type: ignore[union-attr]
+    assert seq == 2102 and (await store.get_snapshot("ses_l")).seq == 2102  # type: ignore[union-attr]
     assert state_json == await _replayed(store, "ses_l")
 
 

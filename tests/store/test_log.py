@@ -169,23 +169,28 @@ async def test_snapshots_due_after_a_turn_ended_or_every_n_actions_since_the_sna
         await store.snapshots_due([f"ses_{n}" for n in range(MAX_SNAPSHOTS_DUE + 1)], 3)
 
 
-async def test_a_long_logs_snapshot_waits_until_the_log_grew_by_a_quarter(store: Store) -> None:
+async def test_a_long_logs_snapshot_waits_until_the_log_grew_by_a_twentieth(
+    store: Store,
+) -> None:
     # Storing a snapshot costs the whole state: a session 400 actions long does not store
-    # another at every turn end, only once the log grew by a quarter (100) since.
+    # another at every turn end, only once the log grew by a twentieth (20) since.
     await store.create_session("ses_a", created_at=1.0)
     await store.append("ses_a", [action("ses_a", n) for n in range(1, 401)])
     await store.put_snapshot("ses_a", 400, "{}")
     await store.append("ses_a", [action("ses_a", 401), action("ses_a", 402, kind="turn.ended")])
-    assert await store.snapshots_due(["ses_a"], 500) == set()  # 2 < 400 / 4
-    await store.append("ses_a", [action("ses_a", n) for n in range(403, 500)])
-    assert await store.snapshots_due(["ses_a"], 500) == set()  # 99: not yet
-    await store.append("ses_a", [action("ses_a", 500)])
-    assert await store.snapshots_due(["ses_a"], 500) == {"ses_a"}  # 100, a turn ended
-    # Without a turn end, `every` actions (and the quarter) make it due.
-    await store.put_snapshot("ses_a", 500, "{}")
-    await store.append("ses_a", [action("ses_a", n) for n in range(501, 700)])
-    assert await store.snapshots_due(["ses_a"], 150) == {"ses_a"}
-    assert await store.snapshots_due(["ses_a"], 200) == set()
+    assert await store.snapshots_due(["ses_a"], 500) == set()  # 2 < 400 / 20
+    await store.append("ses_a", [action("ses_a", n) for n in range(403, 420)])
+    assert await store.snapshots_due(["ses_a"], 500) == set()  # 19: not yet
+    await store.append("ses_a", [action("ses_a", 420)])
+    assert await store.snapshots_due(["ses_a"], 500) == {"ses_a"}  # 20, a turn ended
+    # Without a turn end, `every` actions (and the twentieth) make it due.
+    await store.put_snapshot("ses_a", 420, "{}")
+    await store.append("ses_a", [action("ses_a", n) for n in range(421, 460)])
+    assert await store.snapshots_due(["ses_a"], 39) == {"ses_a"}
+    assert await store.snapshots_due(["ses_a"], 40) == set()
+    await store.put_snapshot("ses_a", 459, "{}")
+    await store.append("ses_a", [action("ses_a", n) for n in range(460, 470)])
+    assert await store.snapshots_due(["ses_a"], 5) == set()  # 10 < 459 / 20
 
 
 @pytest.mark.parametrize(
@@ -195,13 +200,14 @@ async def test_a_long_logs_snapshot_waits_until_the_log_grew_by_a_quarter(store:
         (3, 0, True, True),  # a first turn ended
         (3, 0, False, False),
         (500, 0, False, True),  # `every` actions
-        (10_000, 9_000, True, False),  # a long session: 1,000 < 9,000 / 4
-        (11_250, 9_000, True, True),
-        (11_250, 9_000, False, True),  # 2,250 >= every
-        (9_100, 9_000, False, False),
+        (9_300, 9_000, True, False),  # a long session: 300 < 9,000 / 20
+        (9_450, 9_000, True, True),
+        (9_450, 9_000, False, False),  # no turn ended, 450 < every
+        (9_600, 9_000, False, True),
+        (100_000, 90_000, False, True),
     ],
 )
-def test_snapshot_due_needs_an_occasion_and_a_quarter_of_growth(
+def test_snapshot_due_needs_an_occasion_and_a_twentieth_of_growth(
     last: int, stored: int, ended: bool, due: bool
 ) -> None:
     assert snapshot_due(last, stored, ended, 500) is due

@@ -1,4 +1,4 @@
-"""Folded session states and the snapshot policy (docs/server.md, "Catch-up").
+"""Folded session states and the snapshot policy (docs/server.md, "Host").
 
 A snapshot request reduces only the log's new tail onto a cached state; the cache keeps
 the most recently used sessions. A state is stored as a snapshot after a turn ends or
