@@ -21,8 +21,9 @@ turns back to back for the same window; once with `durability="async"` (LangGrap
 default: a step's checkpoint is written while the next step runs) and once with "sync"
 (committed before the next step, as every opennua step is).
 
-Each level runs `--warmup` seconds before its window opens: what is counted is the steady
-rate at that concurrency, not the ramp of every session starting at once.
+Each level runs `--warmup` seconds (plus one per 50 sessions) before its window opens:
+what is counted is the steady rate at that concurrency, not the ramp of every session
+starting at once.
 
 Long: with `--long S`, one session runs turns back to back for S seconds and its steps/s
 is printed per tenth: a turn must not cost more as the session's history grows.
@@ -164,7 +165,7 @@ async def _events(http: httpx.AsyncClient, sid: str, after: int) -> AsyncIterato
     raise RuntimeError(f"the events of {sid} could not be read")
 
 
-async def _ours_level(server: Server, n: int, window: Callable[[], Window]) -> Counts:
+async def _ours_level(server: Server, n: int, window: Callable[[int], Window]) -> Counts:
     headers = {"Authorization": f"Bearer {server.token}"}
     limits = httpx.Limits(max_connections=2 * n + 10, max_keepalive_connections=2 * n + 10)
     async with httpx.AsyncClient(
@@ -176,7 +177,7 @@ async def _ours_level(server: Server, n: int, window: Callable[[], Window]) -> C
             created.raise_for_status()
             sids.append(created.json()["session_id"])
         counts = Counts()
-        level = window()
+        level = window(n)
         await asyncio.gather(*(_turns(http, sid, level, counts) for sid in sids))
         return counts
 
@@ -213,7 +214,7 @@ class _State(TypedDict):
 
 
 def _langgraph_level(
-    saver: Any, n: int, window: Callable[[], Window], durability: Durability
+    saver: Any, n: int, window: Callable[[int], Window], durability: Durability
 ) -> Counts:
     from langgraph.graph import END, START, StateGraph
 
@@ -230,7 +231,7 @@ def _langgraph_level(
     app = graph.compile(checkpointer=saver)
     counts = Counts(steps_per_turn=LG_STEPS)
     lock = threading.Lock()
-    level = window()
+    level = window(n)
     run = secrets.token_hex(4)
 
     def worker(k: int) -> None:
@@ -292,6 +293,17 @@ def _pg_db(admin: str, created: list[str]) -> str:
     return admin.rsplit("/", 1)[0] + "/" + name
 
 
+def _started(data: Path, db: str | None) -> Server:
+    """`nua serve` with the zero-delay demo model, warmed up (imports, the first plugin
+    load) by a turn."""
+    data.mkdir()
+    # the default lease: the tests' 2 s one churns under load
+    server = Server(data, db=db, step_delay="0", model="scripted:demo", lease_ttl="15")
+    server.start()
+    asyncio.run(_ours_level(server, 1, lambda n: Window.after(0, 2)))
+    return server
+
+
 def _park(server: Server, parked: int) -> tuple[int, int]:
     """(RSS growth in KiB, sessions parked on their approval)."""
     assert server.proc is not None
@@ -337,7 +349,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=20)
     parser.add_argument(
-        "--warmup", type=float, default=5, help="seconds of each level before counting starts"
+        "--warmup",
+        type=float,
+        default=5,
+        help="seconds of each level before counting starts (plus one per 50 sessions)",
     )
     parser.add_argument("--levels", default="1,10,100")
     parser.add_argument("--with-1000", action="store_true")
@@ -359,22 +374,18 @@ def main() -> int:
         f" levels {levels}"
     )
 
-    def window() -> Window:
-        return Window.after(args.warmup, args.seconds)
+    def window(n: int) -> Window:
+        # 1,000 sessions on PostgreSQL took ~12 s to ramp up (their first messages and
+        # streams all at once): a second more per 50 sessions.
+        return Window.after(args.warmup + n / 50, args.seconds)
 
     try:
         for backend in args.backends.split(","):
             tmp = Path(tempfile.mkdtemp(prefix=f"nua-scale-{backend}-"))
             db = None if backend == "sqlite" else _pg_db(args.pg, created)
             print(f"{backend}:")
-            server = Server(
-                tmp / "data", db=db, step_delay="0", model="scripted:demo", lease_ttl="15"
-            )  # the default lease: the tests' 2 s one churns under load
-            (tmp / "data").mkdir()
-            server.start()
+            server = _started(tmp / "data", db)
             try:
-                # warm up: imports, first plugin load
-                asyncio.run(_ours_level(server, 1, lambda: Window.after(0, 2)))
                 base = None
                 for n in levels:
                     counts = asyncio.run(_ours_level(server, n, window))
@@ -387,15 +398,21 @@ def main() -> int:
                         + " ".join(f"{rate:.0f}" for rate in rates)
                         + f"  (last / first: {rates[-1] / max(rates[0], 1e-9):.2f})"
                     )
-                if args.parked and backend == "sqlite":
-                    growth, waiting = _park(server, args.parked)
-                    per = growth * 1024 / max(waiting, 1) / 1000
-                    print(
-                        f"  parked on approval: {waiting} of {args.parked} sessions,"
-                        f" RSS +{growth} KiB = {per:.1f} KB per session"
-                    )
             finally:
                 server.stop()
+            if args.parked and backend == "sqlite":
+                # A process of its own: after the levels, the busy process's heap has
+                # room to spare, and 1,000 parked sessions measured +0 KiB.
+                server = _started(tmp / "parked", None)
+                try:
+                    growth, waiting = _park(server, args.parked)
+                finally:
+                    server.stop()
+                per = growth * 1024 / max(waiting, 1) / 1000
+                print(
+                    f"  parked on approval: {waiting} of {args.parked} sessions,"
+                    f" RSS +{growth} KiB = {per:.1f} KB per session"
+                )
             if args.no_langgraph:
                 continue
             lg_db = None if backend == "sqlite" else _pg_db(args.pg, created)
