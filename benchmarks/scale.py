@@ -370,7 +370,8 @@ def main() -> int:
     levels = [int(x) for x in args.levels.split(",")] + ([1000] if args.with_1000 else [])
     created: list[str] = []
     print(
-        f"scale: {args.seconds:.0f} s per level after {args.warmup:.0f} s of warm-up,"
+        f"scale: {args.seconds:.0f} s per level after {args.warmup:.0f} s of warm-up"
+        " (plus 1 s per 50 sessions),"
         f" levels {levels}"
     )
 
@@ -391,8 +392,8 @@ def main() -> int:
                     counts = asyncio.run(_ours_level(server, n, window))
                     rate = _row("opennua nua serve", n, counts, args.seconds, base)
                     base = base or rate
-                if args.long:
-                    rates = asyncio.run(_long_session(server, args.long))
+                rates = asyncio.run(_long_session(server, args.long)) if args.long else []
+                if rates:  # a run shorter than a tenth's sleep has none
                     print(
                         f"  one session for {args.long:.0f} s, steps/s per tenth: "
                         + " ".join(f"{rate:.0f}" for rate in rates)

@@ -2,7 +2,7 @@
 
 A snapshot request reduces only the log's new tail onto a cached state; the cache keeps
 the most recently used sessions. A state is stored as a snapshot after a turn ends or
-`SNAPSHOT_EVERY` actions, once the log grew by a quarter since the last one
+`SNAPSHOT_EVERY` actions, once the log grew by a twentieth since the last one
 (`opennua.store.snapshot_due`), so a cold read (a new Host process) never replays a long
 log and a long session does not pay its whole state per turn. Reading is the only way
 states change here: the log is the truth.

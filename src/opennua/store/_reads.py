@@ -169,6 +169,9 @@ def snapshot_due(last: int, stored: int, ended: bool, every: int) -> bool:
     return grown > 0 and (ended or grown >= every) and grown * SNAPSHOT_GROWTH >= stored
 
 
+_MANIFEST_PAGE = 20
+
+
 def last_workspace_manifest(session_id: str) -> Program[str | None]:
     # Newest first: the newest turn or the one before normally has one, so the scan stops
     # within about a turn of the log's end, and decodes only the workspace actions' bodies.
@@ -177,8 +180,8 @@ def last_workspace_manifest(session_id: str) -> Program[str | None]:
         bound = "" if after is None else " AND seq < ?"
         rows = yield Query(
             "SELECT seq, action_id, type, body FROM actions WHERE session_id = ? AND type IN "
-            f"('workspace.committed', 'workspace.restored'){bound} ORDER BY seq DESC LIMIT 20",
-            (session_id,) if after is None else (session_id, after),
+            f"('workspace.committed', 'workspace.restored'){bound} ORDER BY seq DESC LIMIT ?",
+            (session_id, _MANIFEST_PAGE) if after is None else (session_id, after, _MANIFEST_PAGE),
         )
         for seq, action_id, action_type, body in rows:
             manifest = action_from_row(session_id, action_id, action_type, body)["data"].get(
@@ -187,7 +190,7 @@ def last_workspace_manifest(session_id: str) -> Program[str | None]:
             if manifest is not None:
                 return str(manifest)
             after = seq
-        if len(rows) < 20:
+        if len(rows) < _MANIFEST_PAGE:
             return None
 
 
