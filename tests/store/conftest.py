@@ -94,3 +94,23 @@ def execution(
         snapshot_digest="sha256:agent",
         deadline_at=deadline_at,
     )
+
+
+class _OneUnit:
+    """``await one(store).resolve_input(...)``: one `Transaction` op as its own unit, and
+    its result (a test's shorthand for ``async with store.transaction() as tx``)."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def __getattr__(self, name: str) -> Any:
+        async def run(*args: Any, **kwargs: Any) -> Any:
+            async with self._store.transaction() as tx:
+                handle = getattr(tx, name)(*args, **kwargs)
+            return handle.value
+
+        return run
+
+
+def one(store: Store) -> Any:
+    return _OneUnit(store)

@@ -11,7 +11,7 @@ import pytest
 
 from opennua.store import Execution, InvalidInput, Store, Unavailable
 from opennua.store._actions import encode_actions
-from opennua.store._log_ops import Append
+from opennua.store._log import Append
 from opennua.store._sql import Dialect, Effects, Op, Program, Query
 from opennua.store._unit import Unit
 
@@ -151,9 +151,9 @@ async def test_lone_surrogates_are_refused_and_the_store_keeps_working(
     # Idempotency records: the key and the stored response.
     with pytest.raises(InvalidInput):
         await store.begin("scope", f"key{LONE}", "hash", clock.now)
-    await store.begin("scope", "key", "hash", clock.now)
     with pytest.raises(InvalidInput, match="idempotency response"):
-        await store.complete("scope", "key", {"text": LONE})
+        async with store.transaction() as tx:
+            tx.claim_idempotency("scope", "key", "hash", clock.now, {"text": LONE})
     # An attempt's journal: a ledger result, a tool call id, the step's actions.
     await store.create_execution(execution("exe_1", "ses_a", clock.now))
     claimed = await store.claim("sup", clock.now, 60.0)
@@ -185,7 +185,8 @@ async def test_lone_surrogates_are_refused_and_the_store_keeps_working(
         tx.ledger_start("call_1", now=clock.now)
         tx.ledger_complete("call_1", result={"out": "fine"}, now=clock.now)
     assert seqs.value == [3]
-    await store.complete("scope", "key", {"text": "fine"})
+    async with store.transaction() as tx:
+        tx.claim_idempotency("scope", "key", "hash", clock.now, {"text": "fine"})
     await store.update_session_title("ses_a", "fine")
     await store.check_writable()
 
@@ -203,4 +204,5 @@ async def test_a_value_json_cannot_spell_is_invalid_input_not_unavailable(store:
         await store.append("ses_a", [{"id": "a2", "type": "t", "data": deep}])
     assert await store.append("ses_a", [action("ses_a", 1)]) == [1]
     with pytest.raises(InvalidInput, match="idempotency response"):
-        await store.complete("s", "k", object())
+        async with store.transaction() as tx:
+            tx.claim_idempotency("s", "k", "h", 1.0, object())

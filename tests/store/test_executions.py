@@ -21,7 +21,7 @@ from opennua.store import (
     open_store,
 )
 
-from .conftest import FakeClock, action, execution
+from .conftest import FakeClock, action, execution, one
 
 TTL = 30.0
 
@@ -200,6 +200,23 @@ async def test_a_session_runs_its_turns_one_at_a_time_in_order(
     assert len(await store.list_executions("ses_a")) == 2
 
 
+async def test_a_cancel_requested_while_running_is_not_stranded_by_parking(
+    store: Store, clock: FakeClock
+) -> None:
+    # The cancel lands between two heartbeats; the attempt then opens a request and parks
+    # before it sees the flag. Parked, nobody would run it: it is queued to be wound down.
+    await _queued(store, clock, "exe_1", session="ses_a")
+    one = await store.claim("sup", clock.now, TTL)
+    assert one
+    running = await store.request_cancel("exe_1")
+    assert (running.status, running.cancel_requested) == ("running", True)
+    async with store.fenced("exe_1", one.epoch) as tx:
+        tx.park_for_input()
+    assert (await store.get_execution("exe_1")).status == "queued"
+    again = await store.claim("sup", clock.now, TTL)
+    assert again and again.execution.execution_id == "exe_1" and again.execution.cancel_requested
+
+
 async def test_deadline_sweep_ends_queued_running_and_waiting_executions(
     store: Store, clock: FakeClock
 ) -> None:
@@ -343,7 +360,9 @@ async def test_an_execution_ended_with_a_call_still_started_reports_it_unknown(
             async with store.fenced(name, claimed.epoch) as tx:
                 tx.finish("revoked", error={"code": "grant_revoked"}, now=clock.now)
         else:
-            ended = await store.end_unowned(name, "revoked", error=None, now=clock.now, actions=[])
+            ended = await one(store).end_unowned(
+                name, "revoked", error=None, now=clock.now, actions=[]
+            )
             assert ended is not None
         ledger = {(e.tool_call_id, e.status) for e in await store.get_ledger(name)}
         assert ledger == {("call_a", "unknown"), ("call_b", "completed")}, name

@@ -25,7 +25,7 @@ from opennua.store import (
     open_store,
 )
 
-from .conftest import FakeClock, action, execution
+from .conftest import FakeClock, action, execution, one
 
 TTL = 30.0
 
@@ -81,7 +81,7 @@ async def test_twenty_concurrent_resolvers_exactly_one_wins(store: Store, clock:
 
     async def answer(i: int) -> Won | Lost:
         resolved = action("ses_a", 100 + i, kind="input_request.resolved")
-        return await store.resolve_input(
+        return await one(store).resolve_input(
             "req_1",
             {"outcome": "selected", "option_id": f"opt_{i}"},
             f"prn_{i}",
@@ -123,7 +123,9 @@ async def test_an_answer_that_wins_before_the_park_leaves_the_execution_queued(
     that opened the request and the one that parks; the answer's re-queue saw a running
     execution, the park then made it wait for a request already resolved: stuck."""
     claimed = await _asked(store, clock)
-    won = await store.resolve_input("req_1", {"option_id": "allow_once"}, "prn", "cli", clock.now)
+    won = await one(store).resolve_input(
+        "req_1", {"option_id": "allow_once"}, "prn", "cli", clock.now
+    )
     assert isinstance(won, Won)
     async with store.fenced("exe_1", claimed.epoch) as tx:
         tx.park_for_input()
@@ -155,7 +157,9 @@ async def test_an_answer_committed_while_the_park_is_in_flight_queues_the_execut
                 "WHERE execution_id = 'exe_1'"
             )
             answer = asyncio.create_task(
-                store.resolve_input("req_1", {"option_id": "allow_once"}, "prn", "cli", clock.now)
+                one(store).resolve_input(
+                    "req_1", {"option_id": "allow_once"}, "prn", "cli", clock.now
+                )
             )
             await asyncio.sleep(0.5)  # the answer is sent and (without the lock) committed
             await park.commit()
@@ -168,87 +172,93 @@ async def test_an_answer_committed_while_the_park_is_in_flight_queues_the_execut
 async def test_expired_and_cancelled_requests_cannot_be_won(store: Store, clock: FakeClock) -> None:
     await _parked(store, clock, expires_at=clock.now + 60)
     clock.advance(61)
-    late = await store.resolve_input("req_1", {"outcome": "answered"}, "prn", "cli", clock.now)
+    late = await one(store).resolve_input("req_1", {"outcome": "answered"}, "prn", "cli", clock.now)
     assert isinstance(late, Lost) and late.status == "expired" and late.resolution is None
     expired = action("ses_a", 2, kind="input_request.resolved", outcome="expired")
-    assert await store.expire_input("req_1", clock.now, actions=[expired]) is True
-    assert await store.expire_input("req_1", clock.now) is False
+    assert await one(store).expire_input("req_1", clock.now, actions=[expired]) is True
+    assert await one(store).expire_input("req_1", clock.now) is False
     assert (await store.get_execution("exe_1")).status == "queued"  # goes on without an answer
     assert [a["type"] for a in await store.read("ses_a")][-1] == "input_request.resolved"
-    assert await store.cancel_input("req_1", clock.now) is False
+    assert await one(store).cancel_input("req_1", clock.now) is False
     with pytest.raises(NotFound):
-        await store.resolve_input("req_nope", {}, "prn", "cli", clock.now)
+        await one(store).resolve_input("req_nope", {}, "prn", "cli", clock.now)
     listed = await store.list_input_requests("ses_a", status="expired")
     assert [r.request_id for r in listed] == ["req_1"]
 
 
 async def test_cancel_input_keeps_the_execution_parked(store: Store, clock: FakeClock) -> None:
     await _parked(store, clock)
-    assert await store.cancel_input("req_1", clock.now) is True
+    assert await one(store).cancel_input("req_1", clock.now) is True
     assert (await store.get_input_request("req_1")).status == "cancelled"
     assert (await store.get_execution("exe_1")).status == "waiting_input"
-    lost = await store.resolve_input("req_1", {"outcome": "answered"}, "prn", "cli", clock.now)
+    lost = await one(store).resolve_input("req_1", {"outcome": "answered"}, "prn", "cli", clock.now)
     assert isinstance(lost, Lost) and lost.status == "cancelled"
 
 
 async def test_concurrent_begin_with_one_key_gives_one_new(store: Store, clock: FakeClock) -> None:
     results = await asyncio.gather(
-        *(store.begin("POST /v1/sessions", "key-1", "hash-a", clock.now) for _ in range(10))
+        *(store.begin("download_link", "nonce-1", "hash-a", clock.now) for _ in range(10))
     )
     assert sum(isinstance(r, New) for r in results) == 1
     assert sum(isinstance(r, InFlight) for r in results) == 9
-    assert isinstance(
-        await store.begin("POST /v1/sessions", "key-1", "hash-b", clock.now), Mismatch
-    )
-    await store.complete("POST /v1/sessions", "key-1", {"status": 201, "id": "ses_1"})
-    replay = await store.begin("POST /v1/sessions", "key-1", "hash-a", clock.now)
-    assert replay == Replay({"status": 201, "id": "ses_1"})
-    assert isinstance(
-        await store.begin("POST /v1/sessions", "key-1", "hash-b", clock.now), Mismatch
-    )
+    assert isinstance(await store.begin("download_link", "nonce-1", "hash-b", clock.now), Mismatch)
     # Another scope is another key space.
-    assert isinstance(await store.begin("POST /other", "key-1", "hash-b", clock.now), New)
-    # After 24 h the record is as good as absent.
-    clock.advance(24 * 3600 + 1)
-    assert isinstance(await store.begin("POST /v1/sessions", "key-1", "hash-b", clock.now), New)
+    assert isinstance(await store.begin("POST /other", "nonce-1", "hash-b", clock.now), New)
 
 
-async def test_a_claim_not_completed_in_time_frees_its_key_and_only_one_completes(
+async def test_a_begun_key_is_held_for_its_whole_ttl(store: Store, clock: FakeClock) -> None:
+    """A single-use nonce (a download link) stays used for the ttl it was claimed for;
+    a lease of a minute let a used five-minute link be used again after one."""
+    assert isinstance(await store.begin("s", "k", "h", clock.now, ttl=600), New)
+    clock.advance(599)
+    assert isinstance(await store.begin("s", "k", "h", clock.now, ttl=600), InFlight)
+    clock.advance(2)
+    assert isinstance(await store.begin("s", "k", "h", clock.now, ttl=600), New)
+
+
+async def test_of_concurrent_units_claiming_one_key_one_commits(
     store: Store, clock: FakeClock
 ) -> None:
-    # A Host claimed the key and died (or stalled) before its accepting unit.
-    assert isinstance(await store.begin("s", "k", "h", clock.now), New)
-    clock.advance(30)
-    assert isinstance(await store.begin("s", "k", "h", clock.now), InFlight)
-    clock.advance(31)  # past the in-flight lease: a retransmission may run it
-    assert isinstance(await store.begin("s", "k", "h", clock.now), New)
-    # Of the two claimers, the first to complete wins; the other's unit is refused.
+    await store.create_session("ses_a", created_at=clock.now)
+    assert isinstance(await store.lookup_idempotency("msg", "k", "h", clock.now), New)
+
+    async def accept(i: int) -> object:
+        try:
+            async with store.transaction() as tx:
+                tx.claim_idempotency("msg", "k", "h", clock.now, {"by": i})
+                tx.append("ses_a", [action("ses_a", 100 + i, kind="turn.started")])
+        except WriteConflict as exc:
+            return exc
+        return i
+
+    outcomes = await asyncio.gather(*(accept(i) for i in range(10)))
+    winners = [o for o in outcomes if isinstance(o, int)]
+    assert len(winners) == 1
+    assert all(isinstance(o, WriteConflict) for o in outcomes if o not in winners)
+    # A voided unit wrote nothing of its own: one action, the winner's.
+    assert [a["seq"] for a in await store.read("ses_a")] == [1]
+    assert await store.lookup_idempotency("msg", "k", "h", clock.now) == Replay({"by": winners[0]})
+    assert isinstance(await store.lookup_idempotency("msg", "k", "h2", clock.now), Mismatch)
+    assert isinstance(await store.lookup_idempotency("other", "k", "h2", clock.now), New)
+    # Looking a key up takes nothing; after 24 h the record is as good as absent.
+    clock.advance(24 * 3600 + 1)
+    assert isinstance(await store.lookup_idempotency("msg", "k", "h2", clock.now), New)
     async with store.transaction() as tx:
-        tx.complete_idempotency("s", "k", {"by": "retransmission"})
-    with pytest.raises(WriteConflict, match="completed by another request"):
-        async with store.transaction() as tx:
-            tx.complete_idempotency("s", "k", {"by": "stalled"})
-    assert await store.begin("s", "k", "h", clock.now) == Replay({"by": "retransmission"})
-    # A completed key keeps replaying for its whole TTL, not the lease.
-    clock.advance(23 * 3600)
-    assert await store.begin("s", "k", "h", clock.now) == Replay({"by": "retransmission"})
-
-
-async def test_abandoned_key_can_be_retried(store: Store, clock: FakeClock) -> None:
-    assert isinstance(await store.begin("s", "k", "h", clock.now), New)
-    await store.abandon("s", "k")
-    assert isinstance(await store.begin("s", "k", "h", clock.now), New)
+        tx.claim_idempotency("msg", "k", "h2", clock.now, {"by": "later"})
+    assert await store.lookup_idempotency("msg", "k", "h2", clock.now) == Replay({"by": "later"})
 
 
 async def test_accepting_a_message_is_one_atomic_unit(store: Store, clock: FakeClock) -> None:
     await store.create_session("ses_a", created_at=clock.now)
-    assert isinstance(await store.begin("msg", "intent-1", "h", clock.now), New)
+    assert isinstance(await store.lookup_idempotency("msg", "intent-1", "h", clock.now), New)
     async with store.transaction() as tx:
+        tx.claim_idempotency("msg", "intent-1", "h", clock.now, {"execution_id": "exe_1"})
         tx.create_execution(execution("exe_1", "ses_a", clock.now))
         tx.append("ses_a", [action("ses_a", 1, kind="turn.started")])
-        tx.complete_idempotency("msg", "intent-1", {"execution_id": "exe_1"})
     assert tx.seqs == {"ses_a": [1]}
-    assert await store.begin("msg", "intent-1", "h", clock.now) == Replay({"execution_id": "exe_1"})
+    assert tx.appended("ses_a") == await store.read("ses_a")
+    replay = await store.lookup_idempotency("msg", "intent-1", "h", clock.now)
+    assert replay == Replay({"execution_id": "exe_1"})
     # The same acceptance replayed by a confused caller changes nothing at all.
     with pytest.raises(WriteConflict):
         async with store.transaction() as tx:
@@ -257,29 +267,29 @@ async def test_accepting_a_message_is_one_atomic_unit(store: Store, clock: FakeC
     assert [a["seq"] for a in await store.read("ses_a")] == [1]
 
 
-async def test_only_the_winning_answer_completes_its_key_in_the_resolving_commit(
+async def test_only_the_winning_answer_claims_its_key_in_the_resolving_commit(
     store: Store, clock: FakeClock
 ) -> None:
     await _parked(store, clock)
-    for i in range(2):
-        assert isinstance(await store.begin("ans", f"k{i}", "h", clock.now), New)
     outcomes = await asyncio.gather(
         *(
-            store.resolve_input(
+            one(store).resolve_input(
                 "req_1",
                 {"option_id": f"opt_{i}"},
                 "prn",
                 f"cli_{i}",
                 clock.now,
-                idempotency=("ans", f"k{i}", {"accepted": i}),
+                idempotency=("ans", f"k{i}", "h", {"accepted": i}),
             )
             for i in range(2)
         )
     )
     winner = next(i for i, o in enumerate(outcomes) if isinstance(o, Won))
     loser = 1 - winner
-    assert await store.begin("ans", f"k{winner}", "h", clock.now) == Replay({"accepted": winner})
-    assert isinstance(await store.begin("ans", f"k{loser}", "h", clock.now), InFlight)
+    assert await store.lookup_idempotency("ans", f"k{winner}", "h", clock.now) == Replay(
+        {"accepted": winner}
+    )
+    assert isinstance(await store.lookup_idempotency("ans", f"k{loser}", "h", clock.now), New)
 
 
 async def test_a_unit_requiring_an_idle_session_fails_whole_when_busy(

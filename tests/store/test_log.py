@@ -13,6 +13,7 @@ from opennua.store import (
     MAX_SNAPSHOTS_DUE,
     InvalidInput,
     NotFound,
+    SessionFilter,
     SessionRecord,
     Store,
     WriteConflict,
@@ -125,12 +126,46 @@ async def test_sessions_create_get_list_and_retitle(store: Store) -> None:
         if cursor is None:
             break
     assert seen == ["ses_4", "ses_3", "ses_2", "ses_1", "ses_0"]
-    only = await store.list_session_summaries(workspace_id="wsp_1")
+    only = await store.list_session_summaries(where=SessionFilter(workspace_id="wsp_1"))
     assert [s.session.session_id for s in only.items] == ["ses_3", "ses_1"]
     await store.update_session_title("ses_3", "renamed")
     assert (await store.get_session("ses_3")).title == "renamed"
     with pytest.raises(NotFound):
         await store.get_session("ses_nope")
+
+
+async def test_the_session_list_filters_by_principal_creation_time_and_title(
+    store: Store,
+) -> None:
+    titles = ["Quarterly REPORT", "report: 100% done", "notes", "a_b", None]
+    for i, title in enumerate(titles):
+        await store.create_session(
+            f"ses_{i}", created_at=100.0 + i, principal_id=f"prn_{i % 2}", title=title
+        )
+
+    async def ids(**where: object) -> list[str]:
+        page = await store.list_session_summaries(where=SessionFilter(**where))  # type: ignore[arg-type]
+        return [s.session.session_id for s in page.items]
+
+    assert await ids(principal_id="prn_1") == ["ses_3", "ses_1"]
+    assert await ids(since=101.0, until=103.0) == ["ses_2", "ses_1"]
+    assert await ids(title="report") == ["ses_1", "ses_0"]  # any case
+    # LIKE's wildcards are only themselves: `%` is no "anything", `_` no "any one".
+    assert await ids(title="100%") == ["ses_1"]
+    assert await ids(title="a_b") == ["ses_3"]
+    assert await ids(title="_") == ["ses_3"]
+    assert await ids(needs_input=False, principal_id="prn_0") == ["ses_4", "ses_2", "ses_0"]
+    assert await ids(needs_input=True) == []
+    # The keyset holds under a filter: pages of one, in order, nothing twice.
+    seen, cursor = [], None
+    while True:
+        page = await store.list_session_summaries(
+            limit=1, cursor=cursor, where=SessionFilter(principal_id="prn_0")
+        )
+        seen += [s.session.session_id for s in page.items]
+        if (cursor := page.next_cursor) is None:
+            break
+    assert seen == ["ses_4", "ses_2", "ses_0"]
 
 
 async def test_snapshot_keeps_the_newest(store: Store) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 
 import pytest
@@ -12,7 +13,9 @@ from opennua.store import (
     NotFound,
     PluginFile,
     PluginVersion,
+    QuotaExceeded,
     Store,
+    WorkspaceRecord,
     WriteConflict,
 )
 
@@ -23,7 +26,7 @@ async def version(
     files = []
     for n, data in enumerate(contents or (b"instructions " + v.encode(),)):
         ref = await store.blobs.put(data)
-        files.append(PluginFile(f"file{n}.md", ref.sha256, ref.size))
+        files.append(PluginFile(path=f"file{n}.md", sha256=ref.sha256, size=ref.size))
     return PluginVersion(
         name="helper",
         version=v,
@@ -54,7 +57,10 @@ async def test_republishing_is_idempotent_and_another_digest_is_refused(store: S
 
 async def test_a_version_whose_files_are_not_uploaded_is_not_registered(store: Store) -> None:
     missing = PluginVersion(
-        name="helper", version="1.0.0", digest="f" * 64, files=(PluginFile("a", "0" * 64, 1),)
+        name="helper",
+        version="1.0.0",
+        digest="f" * 64,
+        files=(PluginFile(path="a", sha256="0" * 64, size=1),),
     )
     with pytest.raises(InvalidInput, match="was not uploaded"):
         await store.publish_plugin(missing)
@@ -148,3 +154,51 @@ def _owner(v: PluginVersion) -> dict[str, object]:
         "publisher_id": v.publisher_id,
         "visibility": v.visibility,
     }
+
+
+async def test_a_workspace_holds_the_blobs_it_uploaded_within_its_quota(store: Store) -> None:
+    a = await store.blobs.put(b"a" * 60)
+    b = await store.blobs.put(b"b" * 50)
+    assert await store.hold_blob("wsp_a", a.sha256, a.size, 1.0, quota=100) is True
+    # Holding it again is free, also at the quota; each distinct blob counts once.
+    assert await store.hold_blob("wsp_a", a.sha256, a.size, 2.0, quota=60) is False
+    with pytest.raises(QuotaExceeded) as over:
+        await store.hold_blob("wsp_a", b.sha256, b.size, 3.0, quota=100)
+    assert (over.value.used, over.value.quota, over.value.size) == (60, 100, 50)
+    assert await store.held_blobs("wsp_a", [a.sha256, b.sha256]) == {a.sha256: 60}
+    assert await store.workspace_usage("wsp_a") == 60
+    # Another workspace holds nothing of A's until it uploads it itself.
+    assert await store.held_blobs("wsp_b", [a.sha256]) == {}
+    assert await store.hold_blob("wsp_b", b.sha256, b.size, 4.0) is True
+    assert await store.workspace_usage("wsp_b") == 50
+    assert await store.all_held_blobs() == {a.sha256, b.sha256}
+
+
+async def test_a_workspaces_versions_are_its_own_and_the_server_wide_ones(store: Store) -> None:
+    ours = dataclasses.replace(await version(store, "1.0.0"), workspace_id="wsp_a")
+    server = dataclasses.replace(await version(store, "1.0.0", b"s"), name="builtin")
+    theirs = dataclasses.replace(
+        await version(store, "1.0.0", b"t"), name="theirs", workspace_id="wsp_b"
+    )
+    for v in (ours, server, theirs):
+        await store.publish_plugin(v)
+    assert [v.name for v in await store.workspace_versions("wsp_a")] == ["builtin", "helper"]
+
+
+async def test_two_uploads_at_once_cannot_both_fit_the_quota(store: Store) -> None:
+    # On PostgreSQL each hold runs on its own connection: the workspace row's lock makes
+    # them take turns, so the second sees the first's bytes.
+    for n in range(5):
+        workspace = await store.create_workspace(
+            WorkspaceRecord(workspace_id=f"wsp_race{n}", name=f"race{n}", created_at=0.0)
+        )
+        refs = [await store.blobs.put(f"{n}:{side}".encode() * 20) for side in "ab"]
+        results = await asyncio.gather(
+            *(
+                store.hold_blob(workspace.workspace_id, r.sha256, r.size, 1.0, quota=r.size + 5)
+                for r in refs
+            ),
+            return_exceptions=True,
+        )
+        assert sorted(type(r).__name__ for r in results) == ["QuotaExceeded", "bool"], results
+        assert await store.workspace_usage(workspace.workspace_id) == refs[0].size

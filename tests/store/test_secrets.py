@@ -216,6 +216,29 @@ async def test_audit_records_list_newest_first_by_workspace_and_execution(store:
     ]
     [one] = await store.list_audit(workspace_id="wsp_b", limit=1)
     assert (one.credential, one.code, one.host) == ("notes-token", "egress_denied", "notes.example")
+    # The console's filters: each narrows, all given must hold, `until` is exclusive.
+    refused = await store.list_audit(workspace_id="wsp_b", outcome="refused")
+    assert [a.audit_id for a in refused] == ["aud_3"]
+    ok = await store.list_audit(outcome="ok", tool="lookup", server="notes")
+    assert [a.audit_id for a in ok] == ["aud_2", "aud_0"]
+    assert await store.list_audit(principal_id="prn_other") == []
+    assert await store.list_audit(server="other-server") == []
+    window = await store.list_audit(since=records[1].at, until=records[3].at)
+    assert [a.audit_id for a in window] == ["aud_2", "aud_1"]
+    # An egress proxy connection is told apart by its byte counts, not by its server name
+    # (a plugin may call an MCP server "egress").
+    connection = AuditRecord(
+        audit_id="aud_9", at=9.0, server="egress", outcome="refused", code="egress_denied",
+        latency_ms=0.5, workspace_id="wsp_a", host="10.0.0.1", port=22, bytes_up=0,
+        bytes_down=0,
+    )  # fmt: skip
+    named = AuditRecord(audit_id="aud_8", at=8.0, server="egress", outcome="ok", latency_ms=1)
+    await store.append_audit([connection, named])
+    [egress] = await store.list_audit(kind="egress")
+    assert (egress.kind, egress.port, egress.bytes_up) == ("egress", 22, 0)
+    calls = await store.list_audit(kind="tool_call", server="egress")
+    assert [(a.audit_id, a.kind) for a in calls] == [("aud_8", "tool_call")]
+    assert len(await store.list_audit(kind="tool_call")) == 5
 
 
 async def test_gateway_facts_read_execution_grant_and_named_secrets_at_once(

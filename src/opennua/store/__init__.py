@@ -3,8 +3,24 @@
 See docs/store.md for the contract, units of work, group commit and claim ordering.
 """
 
-from ._auth_ops import AnswerFacts, GrantFacts
-from ._automation import DeliveryRecord, FireRecord, HookRecord, ScheduleRecord, SchedulerLease
+from ._auth import (
+    AnswerFacts,
+    GrantFacts,
+    GrantRecord,
+    MembershipRecord,
+    PrincipalRecord,
+    TokenRecord,
+    UsageRow,
+    WorkspaceRecord,
+)
+from ._automation import (
+    DeliveryRecord,
+    FireRecord,
+    HookRecord,
+    RefusalRecord,
+    ScheduleRecord,
+    SchedulerLease,
+)
 from ._base import MAX_SNAPSHOTS_DUE, Store
 from ._blobs import BlobRef, BlobStore
 from ._blobs_file import FileBlobStore
@@ -15,41 +31,38 @@ from ._errors import (
     IdempotencyMismatch,
     InvalidInput,
     NotFound,
+    QuotaExceeded,
     SchemaTooNew,
     SessionBusy,
     StoreError,
     Unavailable,
     WriteConflict,
 )
-from ._open import open_store
-from ._reads import snapshot_due
-from ._records import (
-    ArtifactRecord,
+from ._executions import (
+    ACTIVE_STATUSES,
     AttemptRecord,
     Checkpoint,
     CheckpointPart,
     Claimed,
     Execution,
-    GrantRecord,
-    InFlight,
-    InputRequestRecord,
     Lease,
     LedgerEntry,
-    Lost,
-    MembershipRecord,
+)
+from ._files import ArtifactRecord
+from ._inputs import InputRequestRecord, Lost, Won
+from ._log import (
+    InFlight,
     Mismatch,
     New,
     Page,
-    PrincipalRecord,
     Replay,
+    SessionFilter,
     SessionRecord,
     SessionSummary,
     Snapshot,
-    TokenRecord,
-    UsageRow,
-    Won,
-    WorkspaceRecord,
+    snapshot_due,
 )
+from ._open import open_store
 from ._registry import (
     ChannelMove,
     DeploymentRecord,
@@ -58,16 +71,34 @@ from ._registry import (
     Visibility,
     channel_target,
 )
-from ._secret_ops import AuditRecord, GatewayFacts, KeyCheck, SealedSecret
+from ._roles import (
+    AuthStore,
+    AutomationStore,
+    ExecutionJournal,
+    FileStore,
+    GatewayStore,
+    InputStore,
+    LogStore,
+    RegistryStore,
+    SealedSecretStore,
+    SubscriptionStore,
+)
+from ._secrets import AuditKind, AuditRecord, GatewayFacts, KeyCheck, SealedSecret
+from ._subscriptions import BehindSession, DeliveryState, EventDelivery, SubscriptionRecord
 from ._unit import FencedTransaction, Handle, Transaction
 from ._watch import Watcher
 
 __all__ = [
+    "ACTIVE_STATUSES",
     "MAX_SNAPSHOTS_DUE",
     "AnswerFacts",
     "ArtifactRecord",
     "AttemptRecord",
+    "AuditKind",
     "AuditRecord",
+    "AuthStore",
+    "AutomationStore",
+    "BehindSession",
     "BlobCorrupted",
     "BlobRef",
     "BlobStore",
@@ -77,13 +108,18 @@ __all__ = [
     "Claimed",
     "CommitUnknown",
     "DeliveryRecord",
+    "DeliveryState",
     "DeploymentRecord",
+    "EventDelivery",
     "Execution",
+    "ExecutionJournal",
     "Fenced",
     "FencedTransaction",
     "FileBlobStore",
+    "FileStore",
     "FireRecord",
     "GatewayFacts",
+    "GatewayStore",
     "GrantFacts",
     "GrantRecord",
     "Handle",
@@ -91,10 +127,12 @@ __all__ = [
     "IdempotencyMismatch",
     "InFlight",
     "InputRequestRecord",
+    "InputStore",
     "InvalidInput",
     "KeyCheck",
     "Lease",
     "LedgerEntry",
+    "LogStore",
     "Lost",
     "MembershipRecord",
     "Mismatch",
@@ -104,17 +142,24 @@ __all__ = [
     "PluginFile",
     "PluginVersion",
     "PrincipalRecord",
+    "QuotaExceeded",
+    "RefusalRecord",
+    "RegistryStore",
     "Replay",
     "ScheduleRecord",
     "SchedulerLease",
     "SchemaTooNew",
     "SealedSecret",
+    "SealedSecretStore",
     "SessionBusy",
+    "SessionFilter",
     "SessionRecord",
     "SessionSummary",
     "Snapshot",
     "Store",
     "StoreError",
+    "SubscriptionRecord",
+    "SubscriptionStore",
     "TokenRecord",
     "Transaction",
     "Unavailable",

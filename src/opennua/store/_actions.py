@@ -107,3 +107,9 @@ def action_from_row(session_id: str, action_id: str, action_type: str, body: str
     if action.get("id") == 0:  # else written whole, before bodies left the columns out
         action["session_id"], action["id"], action["type"] = session_id, action_id, action_type
     return action
+
+
+def decode_action(session_id: str, action: EncodedAction, seq: int) -> Action:
+    """The envelope as a read returns it, from what was handed to the store: what the
+    process that committed an append hands its own subscribers instead of reading back."""
+    return action_from_row(session_id, action.action_id, action.type, action.body(seq))

@@ -37,14 +37,18 @@ class ScheduleRecord:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FireRecord:
+    """A slot decided: the turn it started, or (`refused_code` set) why it started none."""
+
     schedule_id: str
     fire_at: float
     fired_at: float
-    session_id: str
-    turn_id: str
-    execution_id: str
+    session_id: str | None
+    turn_id: str | None
+    execution_id: str | None
     scheduler_id: str
     epoch: int
+    refused_code: str | None = None
+    refused_detail: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -72,10 +76,30 @@ class DeliveryRecord:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class RefusalRecord:
+    """A delivery a hook refused: when, the problem code, the ``webhook-id`` as sent
+    (unverified when the signature was the problem) and the body's size, never the body."""
+
+    hook_id: str
+    refused_at: float
+    code: str
+    delivery_id: str | None
+    body_bytes: int
+
+
+#: How many refusals a hook keeps (the newest): a sender that is refused in a loop
+#: cannot grow the table.
+MAX_REFUSALS = 50
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SchedulerLease:
     owner: str
     epoch: int
     expires_at: float
+    #: Which lease: the scheduler's, or another single-holder loop's (the subscription
+    #: deliverer's) kept in the same table.
+    name: str = SCHEDULER_LEASE
 
 
 # -- row mapping ---------------------------------------------------------------------------
@@ -85,7 +109,8 @@ _SCHEDULE_COLS = (
     "created_by, created_at, session_id, paused, next_fire_at"
 )
 _FIRE_COLS = (
-    "schedule_id, fire_at, fired_at, session_id, turn_id, execution_id, scheduler_id, epoch"
+    "schedule_id, fire_at, fired_at, session_id, turn_id, execution_id, scheduler_id, epoch, "
+    "refused_code, refused_detail"
 )
 _HOOK_COLS = (
     "hook_id, workspace_id, name, deployment, prompt, secret_name, max_bytes, created_by, "
@@ -122,6 +147,8 @@ def _fire(r: Row) -> FireRecord:
         execution_id=r[5],
         scheduler_id=r[6],
         epoch=r[7],
+        refused_code=r[8],
+        refused_detail=r[9],
     )
 
 
@@ -213,15 +240,16 @@ class CheckSchedulerLease(Op):
 
     owner: str
     epoch: int
+    name: str = SCHEDULER_LEASE
 
     def run(self, d: Dialect, fx: Effects) -> Program[None]:
         rows = yield Query(
             f"SELECT owner, epoch FROM scheduler_leases WHERE name = ?{d.lock_row}",
-            (SCHEDULER_LEASE,),
+            (self.name,),
         )
         if not rows or rows[0][0] != self.owner or rows[0][1] != self.epoch:
             current = rows[0][1] if rows else None
-            raise Fenced(SCHEDULER_LEASE, self.epoch, current, "taken over")
+            raise Fenced(self.name, self.epoch, current, "taken over")
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,10 +279,10 @@ class InsertFire(Op):
     def run(self, d: Dialect, fx: Effects) -> Program[FireRecord]:
         f = self.fire
         rows = yield Query(
-            f"INSERT INTO schedule_fires ({_FIRE_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+            f"INSERT INTO schedule_fires ({_FIRE_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
             "ON CONFLICT DO NOTHING RETURNING schedule_id",
             (f.schedule_id, f.fire_at, f.fired_at, f.session_id, f.turn_id, f.execution_id,
-             f.scheduler_id, f.epoch),
+             f.scheduler_id, f.epoch, f.refused_code, f.refused_detail),
         )  # fmt: skip
         if not rows:
             raise WriteConflict("schedule fire", f"{f.schedule_id}@{f.fire_at}", "already fired")
@@ -269,16 +297,17 @@ class AcquireSchedulerLease(Op):
     owner: str
     now: float
     ttl: float
+    name: str = SCHEDULER_LEASE
 
     def run(self, d: Dialect, fx: Effects) -> Program[SchedulerLease | None]:
         yield Query(
             "INSERT INTO scheduler_leases (name, owner, epoch, expires_at) VALUES (?, '', 0, 0) "
             "ON CONFLICT DO NOTHING",
-            (SCHEDULER_LEASE,),
+            (self.name,),
         )
         rows = yield Query(
             f"SELECT owner, epoch, expires_at FROM scheduler_leases WHERE name = ?{d.lock_row}",
-            (SCHEDULER_LEASE,),
+            (self.name,),
         )
         owner, epoch, expires_at = rows[0]
         if owner == self.owner and expires_at > self.now:
@@ -290,20 +319,21 @@ class AcquireSchedulerLease(Op):
         expires = self.now + self.ttl
         yield Query(
             "UPDATE scheduler_leases SET owner = ?, epoch = ?, expires_at = ? WHERE name = ?",
-            (self.owner, new_epoch, expires, SCHEDULER_LEASE),
+            (self.owner, new_epoch, expires, self.name),
         )
-        return SchedulerLease(owner=self.owner, epoch=new_epoch, expires_at=expires)
+        return SchedulerLease(owner=self.owner, epoch=new_epoch, expires_at=expires, name=self.name)
 
 
 @dataclass(frozen=True, slots=True)
 class ReleaseSchedulerLease(Op):
     owner: str
     epoch: int
+    name: str = SCHEDULER_LEASE
 
     def run(self, d: Dialect, fx: Effects) -> Program[None]:
         yield Query(
             "UPDATE scheduler_leases SET expires_at = 0 WHERE name = ? AND owner = ? AND epoch = ?",
-            (SCHEDULER_LEASE, self.owner, self.epoch),
+            (self.name, self.owner, self.epoch),
         )
 
 
@@ -383,6 +413,28 @@ class DeleteHook(Op):
         rows = yield Query("DELETE FROM hooks WHERE hook_id = ? RETURNING hook_id", (self.hook_id,))
         if not rows:
             raise NotFound("hook", self.hook_id)
+        yield Query("DELETE FROM hook_refusals WHERE hook_id = ?", (self.hook_id,))
+
+
+@dataclass(frozen=True, slots=True)
+class InsertRefusal(Op):
+    """Record a refusal and keep only the hook's newest `MAX_REFUSALS`."""
+
+    refusal: RefusalRecord
+
+    def run(self, d: Dialect, fx: Effects) -> Program[None]:
+        r = self.refusal
+        yield Query(
+            "INSERT INTO hook_refusals (hook_id, refused_at, code, delivery_id, body_bytes) "
+            "VALUES (?, ?, ?, ?, ?)",
+            (r.hook_id, r.refused_at, r.code, r.delivery_id, r.body_bytes),
+        )
+        # Fewer than MAX_REFUSALS rows: the bound is NULL and nothing goes.
+        yield Query(
+            "DELETE FROM hook_refusals WHERE hook_id = ? AND refused_at < (SELECT refused_at "
+            "FROM hook_refusals WHERE hook_id = ? ORDER BY refused_at DESC LIMIT 1 OFFSET ?)",
+            (r.hook_id, r.hook_id, MAX_REFUSALS - 1),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -438,3 +490,16 @@ def list_deliveries(hook_id: str, limit: int) -> Program[list[DeliveryRecord]]:
         (hook_id, limit),
     )
     return [_delivery(r) for r in rows]
+
+
+def list_refusals(hook_id: str, limit: int) -> Program[list[RefusalRecord]]:
+    """Newest first."""
+    rows = yield Query(
+        "SELECT hook_id, refused_at, code, delivery_id, body_bytes FROM hook_refusals "
+        "WHERE hook_id = ? ORDER BY refused_at DESC LIMIT ?",
+        (hook_id, limit),
+    )
+    return [
+        RefusalRecord(hook_id=r[0], refused_at=r[1], code=r[2], delivery_id=r[3], body_bytes=r[4])
+        for r in rows
+    ]

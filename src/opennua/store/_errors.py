@@ -38,6 +38,20 @@ class SessionBusy(WriteConflict):
         self.session_id = session_id
 
 
+class QuotaExceeded(StoreError):
+    """Holding one more blob would take a workspace past its storage quota (bytes)."""
+
+    def __init__(self, workspace_id: str, used: int, quota: int, size: int) -> None:
+        super().__init__(
+            f"workspace {workspace_id!r} holds {used} bytes; {size} more would pass its "
+            f"quota of {quota}"
+        )
+        self.workspace_id = workspace_id
+        self.used = used
+        self.quota = quota
+        self.size = size
+
+
 class InvalidInput(StoreError):
     """The caller passed something the store cannot record (e.g. an action without an id)."""
 

@@ -24,12 +24,11 @@ from typing import Any, Literal, TypeVar
 from ._base import Store
 from ._blobs import BlobRef, BlobStore, checked_sha256, iterate
 from ._errors import CommitUnknown, NotFound, StoreError, Unavailable, unit_failure
-from ._exec_ops import unit_program
 from ._migrations import migrate_sqlite
 from ._sql import Effects, Program
 from ._sqlite import drive
 from ._sqlite_ops import SQLiteDialect
-from ._unit import Unit
+from ._unit import Unit, unit_program
 from ._watch import Watcher, WatchHub
 
 T = TypeVar("T")
@@ -126,4 +125,5 @@ class MemoryStore(Store):
             return
         self._closed = True
         self._hub.close()
+        self._rights.close()
         self._conn.close()

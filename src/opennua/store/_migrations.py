@@ -16,10 +16,13 @@ import re
 import sqlite3
 from dataclasses import dataclass
 from importlib import resources
-
-import psycopg
+from typing import TYPE_CHECKING
 
 from ._errors import SchemaTooNew
+
+if TYPE_CHECKING:
+    # Only for PostgreSQL's types: an embedded (SQLite) start does not import psycopg.
+    import psycopg
 
 _NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 # Serializes concurrent openers of one PostgreSQL database (any fixed number will do).

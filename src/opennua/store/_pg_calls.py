@@ -19,11 +19,14 @@ from psycopg import errors as pg_errors
 
 from ._actions import EncodedAction
 from ._errors import Fenced, InvalidInput, NotFound, StoreError, WriteConflict
-from ._exec_ops import JOURNAL_OPS, JournalOp, LedgerSet, LedgerStart, PutCheckpoint
+from ._executions import JOURNAL_OPS, JournalOp, LedgerSet, LedgerStart, PutCheckpoint
 from ._json import dumps
-from ._log_ops import Append
-from ._sql import AppendItems, Dialect, Effects, Fence, Program, Query, Row
-from ._unit import Unit
+from ._log import Append
+from ._sql import AppendItems, Effects, Fence, Program, Query, Row
+from ._unit import JournalDialect, Unit
+
+#: Where a change that may take rights away is announced (`Dialect.rights_changed`).
+RIGHTS_CHANNEL = "nua_rights"
 
 UNIT_SQL = (
     "SELECT seqs, missing FROM nua_unit(?, ?, ?, ?, ?, ?::text[], ?::text[], ?::text[], "
@@ -32,7 +35,7 @@ UNIT_SQL = (
 )
 
 
-class PostgresDialect(Dialect):
+class PostgresDialect(JournalDialect):
     name = "postgres"
     skip_locked = " FOR UPDATE SKIP LOCKED"
     lock_row = " FOR UPDATE"
@@ -42,6 +45,10 @@ class PostgresDialect(Dialect):
 
     def in_(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
         return f"{column} = ANY(?)", [list(values)]
+
+    def rights_changed(self, principal_id: str) -> Program[None]:
+        # Delivered at COMMIT, to every listening process (this one too), or never.
+        yield Query(f"SELECT pg_notify('{RIGHTS_CHANNEL}', ?)", (principal_id,))
 
     # The function NOTIFYs the sessions it moved (delivered only if the COMMIT lands), so
     # neither method reports wake-ups in ``fx``.

@@ -27,12 +27,11 @@ from ._base import Store
 from ._blobs import BlobStore
 from ._blobs_pg import PostgresBlobStore
 from ._errors import CommitUnknown, StoreError, Unavailable, WriteConflict, not_utf8, unit_failure
-from ._exec_ops import unit_program
 from ._json import loads
 from ._migrations import migrate_postgres
-from ._pg_calls import PostgresDialect
+from ._pg_calls import RIGHTS_CHANNEL, PostgresDialect
 from ._sql import Effects, Program
-from ._unit import Unit
+from ._unit import Unit, unit_program
 from ._watch import Watcher, WatchHub
 
 T = TypeVar("T")
@@ -331,26 +330,45 @@ class PostgresStore(Store):
     def watch(self) -> Watcher:
         return self._hub.subscribe()
 
+    def _rights_changed(self, *principal_ids: str) -> None:
+        pass  # the op's NOTIFY reaches every process, this one included (`_listen`)
+
     async def _start_listener(self) -> None:
         # LISTEN is established before open() returns, so a watch() taken afterwards
         # never misses a commit that happens after it.
-        self._listener = await psycopg.AsyncConnection.connect(self._url, autocommit=True)
-        await self._listener.execute(f"LISTEN {_CHANNEL}")
+        self._listener = await self._listening()
         self._listen_task = asyncio.create_task(self._listen(self._listener))
+
+    async def _listening(self) -> AsyncConn:
+        conn = await psycopg.AsyncConnection.connect(self._url, autocommit=True)
+        try:
+            await conn.execute(f"LISTEN {_CHANNEL}")
+            await conn.execute(f"LISTEN {RIGHTS_CHANNEL}")
+        except BaseException:
+            # Cancelled by close() mid-reconnect, or the server went away again: an open
+            # connection left to the collector is a ResourceWarning (an error in tests).
+            with contextlib.suppress(psycopg.Error):
+                await conn.close()
+            raise
+        return conn
 
     async def _listen(self, conn: AsyncConn) -> None:
         while not self._closed:
             try:
                 async for note in conn.notifies():
-                    self._hub.publish({sid: int(seq) for sid, seq in loads(note.payload)})
+                    if note.channel == RIGHTS_CHANNEL:
+                        self._rights.publish({note.payload: 1})
+                    else:
+                        self._hub.publish({sid: int(seq) for sid, seq in loads(note.payload)})
             except psycopg.OperationalError as exc:
                 if self._closed:
                     return
                 log.warning("LISTEN connection lost (%s); reconnecting", exc)
+                with contextlib.suppress(psycopg.Error):
+                    await conn.close()
                 await asyncio.sleep(0.5)
                 with contextlib.suppress(psycopg.OperationalError):
-                    conn = await psycopg.AsyncConnection.connect(self._url, autocommit=True)
-                    await conn.execute(f"LISTEN {_CHANNEL}")
+                    conn = await self._listening()
                     # Wake-ups sent while disconnected are lost; watchers that need
                     # certainty re-read on a timer (a wake-up is only a hint).
                     self._listener = conn
@@ -371,6 +389,7 @@ class PostgresStore(Store):
         await self._blobs.close()
         await self._pool.close()
         self._hub.close()
+        self._rights.close()
 
 
 async def _rollback(conn: AsyncConn) -> None:

@@ -244,6 +244,17 @@ class PutDeployment(Op):
 # -- reads ---------------------------------------------------------------------------------
 
 
+def workspace_versions(workspace_id: str) -> Program[list[PluginVersion]]:
+    """The versions published in the workspace, and the server-wide ones (in one read:
+    what a publish reaches besides what the workspace uploaded)."""
+    rows = yield Query(
+        f"SELECT {_VERSION_COLS} FROM plugin_versions "
+        "WHERE workspace_id IS NULL OR workspace_id = ? ORDER BY name, published_at, version",
+        (workspace_id,),
+    )
+    return [_version_from_row(r) for r in rows]
+
+
 def get_version(name: str, version: str) -> Program[PluginVersion]:
     rows = yield Query(
         f"SELECT {_VERSION_COLS} FROM plugin_versions WHERE name = ? AND version = ?",

@@ -17,23 +17,13 @@ import abc
 import dataclasses
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from ulid import ULID
 
-from ._json import check_text, loads
-from ._records import (
-    ACTIVE_STATUSES,
-    ArtifactRecord,
-    Execution,
-    InputRequestRecord,
-    SessionRecord,
-)
-
-if TYPE_CHECKING:
-    from ._actions import EncodedAction
-    from ._errors import StoreError
-    from ._exec_ops import JournalOp
+from ._actions import EncodedAction
+from ._errors import StoreError
+from ._json import check_text
 
 T = TypeVar("T")
 Row = tuple[Any, ...]
@@ -49,7 +39,7 @@ class Query:
 
 
 Program = Generator[Query, list[Row], T]
-AppendItems = Sequence[tuple[str, Sequence["EncodedAction"]]]
+AppendItems = Sequence[tuple[str, Sequence[EncodedAction]]]
 #: A fenced unit's ``(execution_id, epoch, owner)``.
 Fence = tuple[str, int, str | None]
 
@@ -79,6 +69,12 @@ class Dialect(abc.ABC):
     def in_(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
         return f"{column} IN ({','.join('?' * len(values))})", list(values)
 
+    def rights_changed(self, principal_id: str) -> Program[None]:
+        """Tell every process, once this unit commits, that `principal_id` may have lost
+        rights (``Store.watch_rights``). SQLite's store tells its one process after the
+        commit itself; PostgreSQL's NOTIFY rides in the transaction."""
+        yield from ()
+
     @abc.abstractmethod
     def append(self, items: AppendItems, fx: Effects) -> Program[list[list[int] | StoreError]]:
         """Append each item's actions to its session; per item, its seqs or the error it
@@ -86,107 +82,10 @@ class Dialect(abc.ABC):
         call) keep their seq and write nothing; seqs are gapless; append order is commit
         order. A failing item writes nothing, whatever the others do."""
 
-    @abc.abstractmethod
-    def journal(
-        self, fence: Fence | None, ops: Sequence[JournalOp], fx: Effects
-    ) -> Program[list[Any]]:
-        """All or nothing: the fence check, then journal ops in order (appends,
-        checkpoint records, ledger moves: see ``_exec_ops``); each op's result.
-
-        The fence checks (and where rows lock, locks) the execution row before the unit
-        writes: ``NotFound``, or ``Fenced`` unless it is ``running`` at the fence's epoch
-        (and owned by its owner, if given).
-        """
-
 
 def new_id(prefix: str, now: float) -> str:
     """A type-prefixed ULID whose time part comes from the injected clock."""
     return f"{prefix}_{ULID.from_timestamp(now)}"
-
-
-# -- row mapping -------------------------------------------------------------------------
-
-SESSION_COLS = (
-    "session_id, created_at, workspace_id, principal_id, title, plugin_digest, "
-    "deployment_digest, metadata, last_seq, plugin, deployment, model, snapshot_digest"
-)
-
-
-def session_from_row(r: Row) -> SessionRecord:
-    return SessionRecord(
-        session_id=r[0],
-        created_at=r[1],
-        workspace_id=r[2],
-        principal_id=r[3],
-        title=r[4],
-        plugin_digest=r[5],
-        deployment_digest=r[6],
-        metadata=loads(r[7]),
-        last_seq=r[8],
-        plugin=r[9],
-        deployment=r[10],
-        model=r[11],
-        snapshot_digest=r[12],
-    )
-
-
-#: `status IN ACTIVE_SQL`: an execution that still has a turn to finish.
-ACTIVE_SQL = "(" + ", ".join(f"'{status}'" for status in ACTIVE_STATUSES) + ")"
-EXEC_COLS = (
-    "execution_id, session_id, turn_id, status, created_at, principal_id, trigger, input, "
-    "retry_of, snapshot_digest, deadline_at, owner, epoch, attempt, lease_expires_at, "
-    "cancel_requested, result, error, finished_at, trace_context"
-)
-
-
-def execution_from_row(r: Row) -> Execution:
-    return Execution(
-        execution_id=r[0],
-        session_id=r[1],
-        turn_id=r[2],
-        status=r[3],
-        created_at=r[4],
-        principal_id=r[5],
-        trigger=loads(r[6]),
-        input=loads(r[7]),
-        retry_of=r[8],
-        snapshot_digest=r[9],
-        deadline_at=r[10],
-        owner=r[11],
-        epoch=r[12],
-        attempt=r[13],
-        lease_expires_at=r[14],
-        cancel_requested=bool(r[15]),
-        result=loads(r[16]),
-        error=loads(r[17]),
-        finished_at=r[18],
-        trace_context=loads(r[19]),
-    )
-
-
-INPUT_COLS = (
-    "request_id, session_id, execution_id, turn_id, status, payload, created_at, "
-    "tool_call_id, resolution, answered_by_principal, answered_by_client, expires_at, "
-    "resolved_at"
-)
-
-
-def input_request_from_row(r: Row) -> InputRequestRecord:
-    return InputRequestRecord(
-        request_id=r[0],
-        session_id=r[1],
-        execution_id=r[2],
-        turn_id=r[3],
-        status=r[4],
-        payload=loads(r[5]),
-        created_at=r[6],
-        tool_call_id=r[7],
-        resolution=loads(r[8]),
-        answered_by_principal=r[9],
-        answered_by_client=r[10],
-        expires_at=r[11],
-        resolved_at=r[12],
-    )
 
 
 class Op:
@@ -214,12 +113,13 @@ def _check_fields(obj: object) -> None:
         if kind is str:
             if not value.isascii():  # O(1); ASCII is always valid UTF-8
                 check_text(value, name)
-        elif kind in _RECORDS:
+        elif kind in CHECKED_RECORDS:
             _check_fields(value)
 
 
-#: The records an op may carry, whose text fields are checked as the op's own.
-_RECORDS = frozenset({SessionRecord, Execution, InputRequestRecord, ArtifactRecord})
+#: The records an op may carry, whose text fields are checked as the op's own. Each
+#: domain module adds its own (this core imports none of them).
+CHECKED_RECORDS: set[type] = set()
 _FIELDS: dict[type, tuple[str, ...]] = {}
 
 

@@ -27,12 +27,11 @@ from ._base import Store
 from ._blobs import BlobStore
 from ._blobs_file import private
 from ._errors import CommitUnknown, StoreError, Unavailable, WriteConflict, not_utf8, unit_failure
-from ._exec_ops import unit_program
-from ._log_ops import Append
+from ._log import Append
 from ._migrations import migrate_sqlite
 from ._sql import Effects, Program
 from ._sqlite_ops import SQLiteDialect
-from ._unit import Unit
+from ._unit import Unit, unit_program
 from ._watch import Watcher, WatchHub
 
 T = TypeVar("T")
@@ -508,6 +507,7 @@ class SQLiteStore(Store):
         for conn in self._reader_conns:
             conn.close()
         self._hub.close()
+        self._rights.close()
         await self._blobs.close()
 
 

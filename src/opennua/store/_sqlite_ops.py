@@ -24,10 +24,11 @@ from typing import Any
 
 from ._bodies import pack
 from ._errors import Fenced, NotFound, StoreError, WriteConflict
-from ._exec_ops import JournalOp, LedgerSet, LedgerStart, PutCheckpoint
+from ._executions import JournalOp, LedgerSet, LedgerStart, PutCheckpoint
 from ._json import dumps
-from ._log_ops import Append
-from ._sql import AppendItems, Dialect, Effects, Fence, Program, Query
+from ._log import Append
+from ._sql import AppendItems, Effects, Fence, Program, Query
+from ._unit import JournalDialect
 
 # Parameters only: ASCII escapes keep any string exact through SQLite's JSON parser.
 _param = json.JSONEncoder(separators=(",", ":")).encode
@@ -45,7 +46,7 @@ _INSERT = "INSERT INTO action_log (sk, seq, action_id, type, body) VALUES (?, ?,
 _MOVE = "UPDATE sessions SET last_seq = ? WHERE sk = ?"
 
 
-class SQLiteDialect(Dialect):
+class SQLiteDialect(JournalDialect):
     name = "sqlite"
 
     def append(self, items: AppendItems, fx: Effects) -> Program[list[list[int] | StoreError]]:

@@ -7,13 +7,14 @@ only after the COMMIT that holds it. Results are read from handles after the blo
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Generic, TypeVar
 
-from ._actions import encode_actions
-from ._auth_ops import PutGrant
+from ._actions import EncodedAction, decode_action, encode_actions
+from ._auth import EndUnowned, GrantRecord, PutGrant
 from ._automation import (
     AdvanceSchedule,
     CheckSchedulerLease,
@@ -23,10 +24,13 @@ from ._automation import (
     InsertFire,
 )
 from ._errors import InvalidInput, StoreError
-from ._exec_ops import (
+from ._executions import (
+    JOURNAL_OPS,
+    TERMINAL_STATUSES,
     CreateExecution,
+    Execution,
     Finish,
-    InsertInputRequest,
+    JournalOp,
     LedgerSet,
     LedgerStart,
     ParkForInput,
@@ -35,23 +39,24 @@ from ._exec_ops import (
     RequestCancel,
     RequireIdle,
 )
-from ._log_ops import (
+from ._files import ArtifactRecord, PutArtifact
+from ._inputs import (
+    CloseInput,
+    InputRequestRecord,
+    InsertInputRequest,
+    Resolution,
+    ResolveInput,
+    Won,
+)
+from ._log import (
     Append,
-    CompleteIdempotency,
+    ClaimIdempotency,
     InsertSession,
-    PutArtifact,
     PutSnapshot,
+    SessionRecord,
     UpdateSessionTitle,
 )
-from ._records import (
-    TERMINAL_STATUSES,
-    ArtifactRecord,
-    Execution,
-    GrantRecord,
-    InputRequestRecord,
-    SessionRecord,
-)
-from ._sql import Op
+from ._sql import Dialect, Effects, Fence, Op, Program
 
 T = TypeVar("T")
 U = TypeVar("U", bound="UnitBuilder")
@@ -98,6 +103,7 @@ class UnitBuilder:
         self._handles: list[Handle[Any]] = []
         #: After commit: session_id -> every seq this unit's appends got, in order.
         self.seqs: dict[str, list[int]] = {}
+        self._appended: list[tuple[str, Sequence[EncodedAction], Sequence[int]]] = []
 
     def _add(self, op: Op) -> Handle[Any]:
         handle: Handle[Any] = Handle()
@@ -110,6 +116,20 @@ class UnitBuilder:
             handle._value = result
             if isinstance(op, Append):
                 self.seqs.setdefault(op.session_id, []).extend(result)
+                self._appended.append((op.session_id, op.actions, result))
+            elif isinstance(op, ResolveInput) and isinstance(result, Won) and result.session_id:
+                self._appended.append((result.session_id, op.actions, result.seqs))
+
+    def appended(self, session_id: str) -> list[dict[str, Any]]:
+        """After commit: the actions this unit appended to the session, in seq order, as a
+        read would return them (re-appended ids with the seq they kept)."""
+        out = [
+            decode_action(sid, action, seq)
+            for sid, actions, seqs in self._appended
+            if sid == session_id
+            for action, seq in zip(actions, seqs, strict=True)
+        ]
+        return sorted(out, key=lambda a: int(a["seq"]))
 
     def append(self, session_id: str, actions: Sequence[Mapping[str, Any]]) -> Handle[list[int]]:
         """Append action envelopes; the store assigns ``seq`` (re-appended ids keep theirs)."""
@@ -150,8 +170,60 @@ class Transaction(UnitBuilder):
         """The grant an accepted execution will run under (with its `create_execution`)."""
         return self._add(PutGrant(grant))
 
-    def complete_idempotency(self, scope: str, key: str, response: Any) -> Handle[None]:
-        return self._add(CompleteIdempotency(scope, key, response))
+    def claim_idempotency(
+        self, scope: str, key: str, request_hash: str, now: float, response: Any
+    ) -> Handle[None]:
+        """The request's key, completed with ``response``, in the unit that does its work:
+        :class:`WriteConflict` (nothing written) if another request holds the key."""
+        return self._add(ClaimIdempotency(scope, key, request_hash, now, response))
+
+    def resolve_input(
+        self,
+        request_id: str,
+        resolution: Any,
+        principal_id: str | None,
+        client_id: str | None,
+        now: float,
+        *,
+        actions: Sequence[Mapping[str, Any]] = (),
+        idempotency: tuple[str, str, str, Any] | None = None,
+    ) -> Handle[Resolution]:
+        """First writer wins: ``Won`` re-queues the execution, appends ``actions`` (to the
+        request's session) and claims ``idempotency`` ``(scope, key, request_hash,
+        response)`` in this unit; everyone else gets ``Lost`` carrying the winning
+        resolution (and their key is not taken)."""
+        claim = (
+            None if idempotency is None else ClaimIdempotency(*idempotency[:3], now, idempotency[3])
+        )
+        encoded = encode_actions(None, actions)
+        op = ResolveInput(request_id, resolution, principal_id, client_id, now, encoded, claim)
+        return self._add(op)
+
+    def expire_input(
+        self, request_id: str, now: float, *, actions: Sequence[Mapping[str, Any]] = ()
+    ) -> Handle[bool]:
+        """``open -> expired``, re-queue the execution, append ``actions``; False if not open."""
+        return self._add(CloseInput(request_id, "expired", now, encode_actions(None, actions)))
+
+    def cancel_input(
+        self, request_id: str, now: float, *, actions: Sequence[Mapping[str, Any]] = ()
+    ) -> Handle[bool]:
+        """``open -> cancelled`` and append ``actions``; False if it was not open."""
+        return self._add(CloseInput(request_id, "cancelled", now, encode_actions(None, actions)))
+
+    def end_unowned(
+        self,
+        execution_id: str,
+        status: str,
+        *,
+        error: Any,
+        now: float,
+        actions: Sequence[Mapping[str, Any]],
+        request_status: str = "cancelled",
+    ) -> Handle[Execution | None]:
+        """End a parked or queued execution nobody runs (see ``EndUnowned``)."""
+        encoded = encode_actions(None, actions)
+        return self._add(EndUnowned(execution_id, status, error, now, encoded, request_status))
 
     def record_fire(
         self, fire: FireRecord, *, expected: float, next_fire_at: float | None
@@ -243,3 +315,42 @@ class UnitScope(Generic[U]):
             return  # nothing was sent: dropping the buffer is the rollback
         results = await self._commit(Unit(self._fence, tuple(self._tx._ops)))
         self._tx._settle(results)
+
+
+class JournalDialect(Dialect):
+    """A backend's dialect: the shared programs' spellings, and its own definition of
+    the ops an attempt journals at every step."""
+
+    @abc.abstractmethod
+    def journal(
+        self, fence: Fence | None, ops: Sequence[JournalOp], fx: Effects
+    ) -> Program[list[Any]]:
+        """All or nothing: the fence check, then journal ops in order (appends,
+        checkpoint records, ledger moves: see ``_executions``); each op's result.
+
+        The fence checks (and where rows lock, locks) the execution row before the unit
+        writes: ``NotFound``, or ``Fenced`` unless it is ``running`` at the fence's epoch
+        (and owned by its owner, if given).
+        """
+
+
+def unit_program(
+    d: JournalDialect, fence: Fence | None, ops: Sequence[Op], fx: Effects
+) -> Program[list[Any]]:
+    """A whole unit of work: the fence check first, then every op in order; each run of
+    consecutive journal ops goes to the dialect at once (on PostgreSQL: one call)."""
+    results: list[Any] = []
+    i = 0
+    while i < len(ops) or fence is not None:
+        j = i
+        while j < len(ops) and type(ops[j]) in JOURNAL_OPS:
+            j += 1
+        if j > i or fence is not None:
+            run: list[JournalOp] = list(ops[i:j])  # type: ignore[arg-type]
+            results += yield from d.journal(fence, run, fx)
+            fence = None
+        if j < len(ops):
+            results.append((yield from ops[j].run(d, fx)))
+            j += 1
+        i = j
+    return results

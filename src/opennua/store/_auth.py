@@ -3,39 +3,104 @@ and execution grants. The store keeps these facts; `opennua.auth` decides with t
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 from ._actions import EncodedAction, action_from_row
 from ._errors import NotFound, WriteConflict
-from ._exec_ops import unknown_if_started
+from ._executions import EXEC_COLS, Execution, execution_from_row, unknown_if_started
+from ._inputs import INPUT_COLS, InputRequestRecord, input_request_from_row
 from ._json import dumps, loads
-from ._log_ops import append_to_request_session
-from ._records import (
-    Execution,
-    GrantRecord,
-    InputRequestRecord,
-    MembershipRecord,
-    PrincipalRecord,
-    TokenRecord,
-    UsageRow,
-    WorkspaceRecord,
-)
-from ._sql import (
-    EXEC_COLS,
-    INPUT_COLS,
-    Dialect,
-    Effects,
-    Op,
-    Program,
-    Query,
-    Row,
-    execution_from_row,
-    input_request_from_row,
-)
+from ._log import append_to_request_session
+from ._sql import Dialect, Effects, Op, Program, Query, Row
 
-_PRINCIPAL_COLS = "principal_id, kind, name, workspace_id, created_by, created_at, disabled_at"
+# -- records -------------------------------------------------------------------------
+
+
+Role = Literal["owner", "admin", "member", "viewer"]
+
+
+PrincipalKind = Literal["user", "agent"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkspaceRecord:
+    workspace_id: str
+    name: str
+    created_at: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PrincipalRecord:
+    principal_id: str
+    kind: PrincipalKind
+    name: str
+    created_at: float
+    #: An agent principal's home workspace; None for a user.
+    workspace_id: str | None = None
+    created_by: str | None = None
+    disabled_at: float | None = None
+    #: Since when this user is a server admin (creates and disables users, sees every
+    #: principal); None: not one.
+    admin_since: float | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MembershipRecord:
+    workspace_id: str
+    principal_id: str
+    role: Role
+    created_at: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TokenRecord:
+    token_id: str
+    principal_id: str
+    #: sha256 of the secret, hex. The secret is never stored.
+    secret_hash: str
+    created_at: float
+    name: str | None = None
+    expires_at: float | None = None
+    revoked_at: float | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GrantRecord:
+    """What one execution may do, and until when (renewed with its lease)."""
+
+    execution_id: str
+    principal_id: str
+    workspace_id: str
+    expires_at: float
+    token_id: str | None = None
+    snapshot_digest: str | None = None
+    model: str | None = None
+    caps: dict[str, Any] | None = None
+    revoked_at: float | None = None
+    revoked_reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UsageRow:
+    """One `usage.recorded` action with what it is attributed to."""
+
+    workspace_id: str | None
+    principal_id: str | None
+    model: str
+    ts: str
+    tokens: dict[str, int]
+    #: The deployment the session runs (None: sessions from before deployments).
+    deployment: str | None = None
+
+
+# -- row mapping ---------------------------------------------------------------------
+
+_PRINCIPAL_COLS = (
+    "principal_id, kind, name, workspace_id, created_by, created_at, disabled_at, admin_since"
+)
 _TOKEN_COLS = "token_id, principal_id, secret_hash, name, created_at, expires_at, revoked_at"
 _GRANT_COLS = (
     "execution_id, principal_id, workspace_id, token_id, snapshot_digest, model, caps, "
@@ -59,6 +124,7 @@ def _principal(r: Row) -> PrincipalRecord:
         created_by=r[4],
         created_at=r[5],
         disabled_at=r[6],
+        admin_since=r[7],
     )
 
 
@@ -115,7 +181,7 @@ class InsertPrincipal(Op):
     def run(self, d: Dialect, fx: Effects) -> Program[PrincipalRecord]:
         p = self.principal
         rows = yield Query(
-            f"INSERT INTO principals ({_PRINCIPAL_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?) "
+            f"INSERT INTO principals ({_PRINCIPAL_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
             "ON CONFLICT DO NOTHING RETURNING principal_id",
             (
                 p.principal_id,
@@ -125,6 +191,7 @@ class InsertPrincipal(Op):
                 p.created_by,
                 p.created_at,
                 p.disabled_at,
+                p.admin_since,
             ),
         )
         if not rows:
@@ -145,6 +212,7 @@ class DisablePrincipal(Op):
         )
         if not rows:
             raise NotFound("principal", self.principal_id)
+        yield from d.rights_changed(self.principal_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +227,8 @@ class SetMembership(Op):
             "DO UPDATE SET role = excluded.role",
             (m.workspace_id, m.principal_id, m.role, m.created_at),
         )
+        # A new role may be a lower one: what the principal does there is judged again.
+        yield from d.rights_changed(m.principal_id)
         return m
 
 
@@ -173,6 +243,8 @@ class RemoveMembership(Op):
             "RETURNING principal_id",
             (self.workspace_id, self.principal_id),
         )
+        if rows:
+            yield from d.rights_changed(self.principal_id)
         return bool(rows)
 
 
@@ -202,17 +274,78 @@ class InsertToken(Op):
 
 @dataclass(frozen=True, slots=True)
 class RevokeToken(Op):
+    """Revoke a token everywhere; its principal's id."""
+
     token_id: str
     now: float
 
-    def run(self, d: Dialect, fx: Effects) -> Program[None]:
+    def run(self, d: Dialect, fx: Effects) -> Program[str]:
         rows = yield Query(
             "UPDATE api_tokens SET revoked_at = COALESCE(revoked_at, ?) "
-            "WHERE token_id = ? RETURNING token_id",
+            "WHERE token_id = ? RETURNING principal_id",
             (self.now, self.token_id),
         )
         if not rows:
             raise NotFound("token", self.token_id)
+        principal_id: str = rows[0][0]
+        yield from d.rights_changed(principal_id)
+        return principal_id
+
+
+@dataclass(frozen=True, slots=True)
+class RevokeTokenIn(Op):
+    """Revoke a token for one workspace's work only (kept when already revoked there);
+    its principal's id."""
+
+    token_id: str
+    workspace_id: str
+    now: float
+    revoked_by: str | None
+
+    def run(self, d: Dialect, fx: Effects) -> Program[str]:
+        rows = yield Query(
+            "SELECT principal_id FROM api_tokens WHERE token_id = ?", (self.token_id,)
+        )
+        if not rows:
+            raise NotFound("token", self.token_id)
+        yield Query(
+            "INSERT INTO token_workspace_revocations (token_id, workspace_id, revoked_at, "
+            "revoked_by) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            (self.token_id, self.workspace_id, self.now, self.revoked_by),
+        )
+        principal_id: str = rows[0][0]
+        yield from d.rights_changed(principal_id)
+        return principal_id
+
+
+@dataclass(frozen=True, slots=True)
+class SetServerAdmin(Op):
+    """Make a user a server admin (`since`), or no longer one (None). The last enabled
+    server admin stays one (`WriteConflict`): somebody must be able to manage people."""
+
+    principal_id: str
+    since: float | None
+
+    def run(self, d: Dialect, fx: Effects) -> Program[None]:
+        if self.since is None:
+            # Locked, so that two admins removing each other at once cannot both succeed.
+            admins = yield Query(
+                "SELECT principal_id FROM principals WHERE admin_since IS NOT NULL "
+                f"AND disabled_at IS NULL{d.lock_row}"
+            )
+            if [r[0] for r in admins] == [self.principal_id]:
+                raise WriteConflict("server admin", self.principal_id, "is the last server admin")
+        value, params = (
+            ("NULL", ()) if self.since is None else ("COALESCE(admin_since, ?)", (self.since,))
+        )
+        rows = yield Query(
+            f"UPDATE principals SET admin_since = {value} WHERE principal_id = ? "
+            "AND kind = 'user' RETURNING principal_id",
+            (*params, self.principal_id),
+        )
+        if not rows:
+            raise NotFound("user", self.principal_id)
+        yield from d.rights_changed(self.principal_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -291,13 +424,15 @@ class RevokeGrant(Op):
 class EndUnowned(Op):
     """End an execution nobody runs (parked for input, or queued) with `status`: its open
     input requests close and `actions` (its `turn.ended`) append, in this one unit. None
-    if it was running or already over (its runner, if any, ends it instead)."""
+    if it was running or already over (its runner, if any, ends it instead).
+    `request_status`: what its open requests become (`cancelled`, or `expired`)."""
 
     execution_id: str
     status: str
     error: Any
     now: float
     actions: tuple[EncodedAction, ...]
+    request_status: str = "cancelled"
 
     def run(self, d: Dialect, fx: Effects) -> Program[Execution | None]:
         rows = yield Query(
@@ -315,9 +450,9 @@ class EndUnowned(Op):
             return None
         ended = execution_from_row(rows[0])
         yield Query(
-            "UPDATE input_requests SET status = 'cancelled', resolved_at = ? "
+            "UPDATE input_requests SET status = ?, resolved_at = ? "
             "WHERE execution_id = ? AND status = 'open'",
-            (self.now, self.execution_id),
+            (self.request_status, self.now, self.execution_id),
         )
         yield unknown_if_started(self.execution_id, self.now)
         yield from append_to_request_session(d, ended.session_id, self.actions, fx)
@@ -361,7 +496,7 @@ def list_principals(kind: str | None) -> Program[list[PrincipalRecord]]:
 
 
 def list_memberships(
-    workspace_id: str | None, principal_id: str | None
+    workspace_id: str | None, principal_id: str | None, opened_by: str | None = None
 ) -> Program[list[MembershipRecord]]:
     where: list[str] = []
     params: list[Any] = []
@@ -371,6 +506,12 @@ def list_memberships(
     if principal_id is not None:
         where.append("principal_id = ?")
         params.append(principal_id)
+    if opened_by is not None:
+        where.append(
+            "NOT EXISTS (SELECT 1 FROM token_workspace_revocations r WHERE r.token_id = ? "
+            "AND r.workspace_id = memberships.workspace_id)"
+        )
+        params.append(opened_by)
     clause = f"WHERE {' AND '.join(where)} " if where else ""
     rows = yield Query(
         "SELECT workspace_id, principal_id, role, created_at FROM memberships "
@@ -388,6 +529,20 @@ def get_token(token_id: str) -> Program[TokenRecord]:
     if not rows:
         raise NotFound("token", token_id)
     return _token(rows[0])
+
+
+def workspace_tokens(workspace_id: str) -> Program[list[tuple[TokenRecord, float | None]]]:
+    """The tokens of a workspace's members, each with when it was revoked for this
+    workspace (None: it still opens it)."""
+    rows = yield Query(
+        f"SELECT {_cols('t', _TOKEN_COLS)}, r.revoked_at FROM api_tokens t "
+        "JOIN memberships m ON m.principal_id = t.principal_id "
+        "LEFT JOIN token_workspace_revocations r ON r.token_id = t.token_id "
+        "AND r.workspace_id = m.workspace_id WHERE m.workspace_id = ? "
+        "ORDER BY t.created_at, t.token_id",
+        (workspace_id,),
+    )
+    return [(_token(r[:-1]), r[-1]) for r in rows]
 
 
 def list_tokens(principal_id: str) -> Program[list[TokenRecord]]:
@@ -414,20 +569,25 @@ def _cols(alias: str, cols: str) -> str:
     return ", ".join(f"{alias}.{c}" for c in cols.split(", "))
 
 
-# A grant `g` with its facts: the select list (25 columns) and the joins that feed it.
-_GRANT_FACT_COLS = (
-    f"{_cols('g', _GRANT_COLS)}, {_cols('p', _PRINCIPAL_COLS)}, m.role, {_cols('t', _TOKEN_COLS)}"
-)
+# A grant `g` with its facts: the select list and the joins that feed it. A token revoked
+# for the grant's workspace only (`r`) is, for this grant, a revoked token.
+_GRANT_FACT_COLS = f"{_cols('g', _GRANT_COLS)}, {_cols('p', _PRINCIPAL_COLS)}, m.role, " + _cols(
+    "t", _TOKEN_COLS
+).replace("t.revoked_at", "COALESCE(t.revoked_at, r.revoked_at)")
 _GRANT_FACT_JOINS = (
     "LEFT JOIN principals p ON p.principal_id = g.principal_id "
     "LEFT JOIN memberships m ON m.workspace_id = g.workspace_id "
     "AND m.principal_id = g.principal_id "
     "LEFT JOIN api_tokens t ON t.token_id = g.token_id "
+    "LEFT JOIN token_workspace_revocations r ON r.token_id = g.token_id "
+    "AND r.workspace_id = g.workspace_id "
 )
+_G, _P, _T = (len(cols.split(", ")) for cols in (_GRANT_COLS, _PRINCIPAL_COLS, _TOKEN_COLS))
+_GRANT_FACT_N = _G + _P + 1 + _T
 
 
 def _grant_facts(r: Row) -> GrantFacts | None:
-    g, p, role, t = r[:10], r[10:17], r[17], r[18:25]
+    g, p, role, t = r[:_G], r[_G : _G + _P], r[_G + _P], r[_G + _P + 1 : _G + _P + 1 + _T]
     if g[0] is None:
         return None
     return (
@@ -489,7 +649,7 @@ def answer_facts(request_id: str) -> Program[AnswerFacts]:
 
 
 #: Columns of `execution_facts_sql` before the caller's own.
-EXECUTION_FACTS_N = _EXEC_N + len(_GRANT_FACT_COLS.split(", "))
+EXECUTION_FACTS_N = _EXEC_N + _GRANT_FACT_N
 
 
 def execution_facts_sql(more_cols: str = "", more_joins: str = "") -> str:
@@ -506,6 +666,25 @@ def execution_facts_from_row(r: Row) -> tuple[Execution, GrantFacts | None]:
     return execution_from_row(r[:_EXEC_N]), _grant_facts(r[_EXEC_N:EXECUTION_FACTS_N])
 
 
+def unowned_with_grants(
+    principal_ids: Sequence[str],
+) -> Program[list[tuple[Execution, GrantFacts | None]]]:
+    """The queued or parked executions nobody runs whose live grant is one of these
+    principals', each with its grant's facts: what a change of their rights may end."""
+    if not principal_ids:
+        return []
+    marks = ",".join("?" * len(principal_ids))
+    rows = yield Query(
+        f"SELECT {_cols('e', EXEC_COLS)}, {_GRANT_FACT_COLS} FROM executions e "
+        "JOIN execution_grants g ON g.execution_id = e.execution_id "
+        f"{_GRANT_FACT_JOINS}WHERE e.status IN ('queued', 'waiting_input') "
+        f"AND e.owner IS NULL AND g.revoked_at IS NULL AND g.principal_id IN ({marks}) "
+        "ORDER BY e.execution_id",
+        list(principal_ids),
+    )
+    return [execution_facts_from_row(r) for r in rows]
+
+
 def usage_rows(workspace_ids: list[str], since: float | None) -> Program[list[UsageRow]]:
     """Every `usage.recorded` of sessions in these workspaces, attributed to the principal
     of the execution whose turn recorded it (the execution principal pays)."""
@@ -513,7 +692,7 @@ def usage_rows(workspace_ids: list[str], since: float | None) -> Program[list[Us
         return []
     marks = ",".join("?" * len(workspace_ids))
     rows = yield Query(
-        "SELECT s.workspace_id, a.session_id, a.action_id, a.type, a.body "
+        "SELECT s.workspace_id, a.session_id, a.action_id, a.type, a.body, s.deployment "
         "FROM actions a JOIN sessions s "
         f"ON s.session_id = a.session_id WHERE a.type = 'usage.recorded' "
         f"AND s.workspace_id IN ({marks})",
@@ -526,7 +705,7 @@ def usage_rows(workspace_ids: list[str], since: float | None) -> Program[list[Us
     )
     principal_of = {r[0]: r[1] for r in executions}
     out = []
-    for workspace_id, session_id, action_id, kind, body in rows:
+    for workspace_id, session_id, action_id, kind, body, deployment in rows:
         action = action_from_row(session_id, action_id, kind, body)
         data = action.get("data") or {}
         stamp = str(action.get("ts") or "")
@@ -537,6 +716,7 @@ def usage_rows(workspace_ids: list[str], since: float | None) -> Program[list[Us
                 model=f"{data.get('provider', '')}:{data.get('model', '')}",
                 ts=stamp,
                 tokens={k: int(data.get(k) or 0) for k in _USAGE_KINDS},
+                deployment=deployment,
             )
         )
     if since is not None:

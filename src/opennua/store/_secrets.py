@@ -10,16 +10,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
-from . import _auth_ops as auth_ops
+from . import _auth as auth
 from ._errors import NotFound, WriteConflict
-from ._records import Execution
+from ._executions import Execution
 from ._sql import Dialect, Effects, Op, Program, Query, Row
 
 _SECRET_COLS = "workspace_id, name, sealed, key_id, created_at, updated_at, last_used_at"
 _AUDIT_COLS = (
     "audit_id, at, workspace_id, principal_id, execution_id, server, tool, host, "
-    "credential, outcome, code, latency_ms"
+    "credential, outcome, code, latency_ms, port, bytes_up, bytes_down"
 )
 
 
@@ -45,6 +46,10 @@ class KeyCheck:
     created_at: float
 
 
+#: What an audit record is of: a call to a tool (MCP) or a connection through the egress proxy.
+AuditKind = Literal["tool_call", "egress"]
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AuditRecord:
     """One call the gateway answered. ``credential`` is a secret's *name*, never a value."""
@@ -61,6 +66,16 @@ class AuditRecord:
     host: str | None = None
     credential: str | None = None
     code: str | None = None
+    #: An egress proxy connection's (server "egress"): the port, and the bytes each way.
+    port: int | None = None
+    bytes_up: int | None = None
+    bytes_down: int | None = None
+
+    @property
+    def kind(self) -> AuditKind:
+        """An egress proxy connection's record always counts bytes; a tool call's never
+        does (its server may be any name a plugin chose, "egress" included)."""
+        return "tool_call" if self.bytes_up is None else "egress"
 
 
 def _secret(r: Row) -> SealedSecret:
@@ -89,6 +104,9 @@ def _audit(r: Row) -> AuditRecord:
         outcome=r[9],
         code=r[10],
         latency_ms=r[11],
+        port=r[12],
+        bytes_up=r[13],
+        bytes_down=r[14],
     )
 
 
@@ -198,7 +216,7 @@ class AppendAudit(Op):
 
     def run(self, d: Dialect, fx: Effects) -> Program[None]:
         yield Query(
-            f"INSERT INTO gateway_audit ({_AUDIT_COLS}) VALUES ({', '.join('?' * 12)}) "
+            f"INSERT INTO gateway_audit ({_AUDIT_COLS}) VALUES ({', '.join('?' * 15)}) "
             "ON CONFLICT (audit_id) DO NOTHING",
             [_audit_row(a) for a in self.records],
             many=True,
@@ -236,6 +254,9 @@ def _audit_row(a: AuditRecord) -> tuple[object, ...]:
         a.outcome,
         a.code,
         a.latency_ms,
+        a.port,
+        a.bytes_up,
+        a.bytes_down,
     )
 
 
@@ -265,17 +286,41 @@ def get_key_check() -> Program[KeyCheck | None]:
     return KeyCheck(key_id=rows[0][0], sealed=rows[0][1], created_at=rows[0][2]) if rows else None
 
 
-def list_audit(
-    workspace_id: str | None, execution_id: str | None, limit: int
-) -> Program[list[AuditRecord]]:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AuditFilter:
+    """Which audit records a listing shows (every given field must hold); ``since`` and
+    ``until`` bound ``at`` (unix seconds, ``until`` exclusive)."""
+
+    workspace_id: str | None = None
+    execution_id: str | None = None
+    principal_id: str | None = None
+    server: str | None = None
+    tool: str | None = None
+    outcome: str | None = None
+    kind: AuditKind | None = None
+    since: float | None = None
+    until: float | None = None
+
+
+_AUDIT_EQUAL = ("workspace_id", "execution_id", "principal_id", "server", "tool", "outcome")
+
+
+def list_audit(f: AuditFilter, limit: int) -> Program[list[AuditRecord]]:
     where: list[str] = []
     params: list[object] = []
-    if workspace_id is not None:
-        where.append("workspace_id = ?")
-        params.append(workspace_id)
-    if execution_id is not None:
-        where.append("execution_id = ?")
-        params.append(execution_id)
+    for column in _AUDIT_EQUAL:
+        value = getattr(f, column)
+        if value is not None:
+            where.append(f"{column} = ?")
+            params.append(value)
+    if f.kind is not None:  # as `AuditRecord.kind` tells them apart
+        where.append(f"bytes_up IS {'NOT ' if f.kind == 'egress' else ''}NULL")
+    if f.since is not None:
+        where.append("at >= ?")
+        params.append(f.since)
+    if f.until is not None:
+        where.append("at < ?")
+        params.append(f.until)
     clause = f"WHERE {' AND '.join(where)} " if where else ""
     rows = yield Query(
         f"SELECT {_AUDIT_COLS} FROM gateway_audit {clause}ORDER BY at DESC, audit_id DESC LIMIT ?",
@@ -299,24 +344,24 @@ class GatewayFacts:
     (those that exist, in the grant's workspace)."""
 
     execution: Execution
-    grant: auth_ops.GrantFacts | None
+    grant: auth.GrantFacts | None
     secrets: dict[str, SealedSecret]
 
 
 def gateway_facts(execution_id: str, secret_names: Sequence[str]) -> Program[GatewayFacts]:
     # One statement (one round trip on PostgreSQL): a row per secret found, or one row.
-    sql = auth_ops.execution_facts_sql()
+    sql = auth.execution_facts_sql()
     if secret_names:
         marks = ",".join("?" * len(secret_names))
         cols = "".join(f", s.{c}" for c in _SECRET_COLS.split(", "))
-        sql = auth_ops.execution_facts_sql(
+        sql = auth.execution_facts_sql(
             cols, f"LEFT JOIN secrets s ON s.workspace_id = g.workspace_id AND s.name IN ({marks}) "
         )
     rows = yield Query(sql, [*secret_names, execution_id])
     if not rows:
         raise NotFound("execution", execution_id)
-    execution, grant = auth_ops.execution_facts_from_row(rows[0])
-    n = auth_ops.EXECUTION_FACTS_N
+    execution, grant = auth.execution_facts_from_row(rows[0])
+    n = auth.EXECUTION_FACTS_N
     found = {r[n + 1]: _secret(r[n:]) for r in rows if secret_names and r[n] is not None}
     return GatewayFacts(execution=execution, grant=grant, secrets=found)
 

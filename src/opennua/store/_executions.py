@@ -1,28 +1,168 @@
-"""Write programs for execution facts: executions, claims and leases, the fence,
-checkpoints, the tool-effect ledger and input requests."""
+"""Execution facts: executions, claims and leases, the fence, checkpoints and the
+tool-effect ledger; their records, write programs and reads."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
-from ._actions import EncodedAction, encode_actions
+from ._actions import encode_actions
 from ._errors import Fenced, NotFound, SessionBusy, StoreError, WriteConflict
 from ._json import dumps, loads
-from ._log_ops import Append, CompleteIdempotency, append_to_request_session
-from ._records import Claimed, Execution, InputRequestRecord, Lease, Lost, Won
-from ._sql import (
-    ACTIVE_SQL,
-    EXEC_COLS,
-    Dialect,
-    Effects,
-    Op,
-    Program,
-    Query,
-    execution_from_row,
-    new_id,
+from ._log import Append
+from ._sql import CHECKED_RECORDS, Dialect, Effects, Op, Program, Query, Row, new_id
+
+# -- records -------------------------------------------------------------------------
+
+
+ExecutionStatus = Literal[
+    "queued",
+    "running",
+    "waiting_input",
+    "completed",
+    "failed",
+    "cancelled",
+    "deadline_exceeded",
+    "revoked",
+]
+
+
+#: An execution in one of these is not over: a client may still answer, cancel or wait.
+ACTIVE_STATUSES: tuple[ExecutionStatus, ...] = ("queued", "running", "waiting_input")
+
+
+TERMINAL_STATUSES: frozenset[str] = frozenset(
+    {"completed", "failed", "cancelled", "deadline_exceeded", "revoked"}
 )
+
+
+LedgerStatus = Literal["started", "completed", "unknown"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Execution:
+    execution_id: str
+    session_id: str
+    turn_id: str
+    status: ExecutionStatus
+    created_at: float
+    principal_id: str | None = None
+    trigger: Any = None
+    input: Any = None
+    retry_of: str | None = None
+    snapshot_digest: str | None = None
+    deadline_at: float | None = None
+    owner: str | None = None
+    epoch: int = 0
+    attempt: int = 0
+    lease_expires_at: float | None = None
+    cancel_requested: bool = False
+    result: Any = None
+    error: Any = None
+    finished_at: float | None = None
+    #: W3C trace context of the turn's span: {"traceparent": ..., "parent": ...} (see
+    #: docs/observability.md); None when the execution was accepted without one.
+    trace_context: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    """A successful claim: the attempt must present ``epoch`` on every write."""
+
+    execution: Execution
+    epoch: int
+    attempt: int
+    attempt_id: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AttemptRecord:
+    attempt_id: str
+    execution_id: str
+    attempt: int
+    epoch: int
+    supervisor_id: str
+    claimed_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """A renewed lease; ``cancel_requested`` tells the attempt to wind down."""
+
+    expires_at: float
+    cancel_requested: bool
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointPart:
+    step_no: int
+    payload: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """The latest compacted checkpoint (if any) and every step recorded after it."""
+
+    execution_id: str
+    full: CheckpointPart | None
+    steps: list[CheckpointPart]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LedgerEntry:
+    execution_id: str
+    tool_call_id: str
+    status: LedgerStatus
+    idempotency_key: str | None
+    result: Any
+    updated_at: float | None
+
+
+#: Its text fields are checked as those of an op that carries it.
+CHECKED_RECORDS.add(Execution)
+
+
+# -- row mapping ---------------------------------------------------------------------
+
+
+#: `status IN ACTIVE_SQL`: an execution that still has a turn to finish.
+ACTIVE_SQL = "(" + ", ".join(f"'{status}'" for status in ACTIVE_STATUSES) + ")"
+
+
+EXEC_COLS = (
+    "execution_id, session_id, turn_id, status, created_at, principal_id, trigger, input, "
+    "retry_of, snapshot_digest, deadline_at, owner, epoch, attempt, lease_expires_at, "
+    "cancel_requested, result, error, finished_at, trace_context"
+)
+
+
+def execution_from_row(r: Row) -> Execution:
+    return Execution(
+        execution_id=r[0],
+        session_id=r[1],
+        turn_id=r[2],
+        status=r[3],
+        created_at=r[4],
+        principal_id=r[5],
+        trigger=loads(r[6]),
+        input=loads(r[7]),
+        retry_of=r[8],
+        snapshot_digest=r[9],
+        deadline_at=r[10],
+        owner=r[11],
+        epoch=r[12],
+        attempt=r[13],
+        lease_expires_at=r[14],
+        cancel_requested=bool(r[15]),
+        result=loads(r[16]),
+        error=loads(r[17]),
+        finished_at=r[18],
+        trace_context=loads(r[19]),
+    )
+
+
+# -- writes --------------------------------------------------------------------------
 
 
 def _fenced_or_missing(d: Dialect, execution_id: str, epoch: int) -> Program[Fenced]:
@@ -102,14 +242,18 @@ class Claim(Op):
         # claimable when no earlier-created execution of its session is still active
         # (one waiting for input blocks the ones behind it). Past-deadline executions
         # are left to sweep_deadlines, which ends them so the supervisor can say so.
+        # Nor while a collection of the session's workspace holds its lease: the new
+        # attempt would restore a workspace whose blobs are deleted, not yet put back.
         rows = yield Query(
             "SELECT e.execution_id FROM executions e "
             "WHERE (e.status = 'queued' OR (e.status = 'running' AND e.lease_expires_at <= ?)) "
             "AND (e.deadline_at IS NULL OR e.deadline_at > ?) "
             "AND NOT EXISTS (SELECT 1 FROM executions p WHERE p.session_id = e.session_id "
             f"AND p.pos < e.pos AND p.status IN {ACTIVE_SQL}) "
+            "AND NOT EXISTS (SELECT 1 FROM workspace_collections w "
+            "WHERE w.session_id = e.session_id AND w.expires_at > ?) "
             f"ORDER BY e.pos LIMIT 1{d.skip_locked}",
-            (self.now, self.now),
+            (self.now, self.now, self.now),
         )
         if not rows:
             return None
@@ -189,6 +333,47 @@ class RequestCancel(Op):
         return execution_from_row(rows[0])
 
 
+@dataclass(frozen=True, slots=True)
+class FenceCollection(Op):
+    """Take the collection lease on a session's workspace until `until`: only while the
+    session has no active execution, and not from another collector whose lease holds.
+    True if this collector holds it now."""
+
+    session_id: str
+    collector: str
+    now: float
+    until: float
+
+    def run(self, d: Dialect, fx: Effects) -> Program[bool]:
+        rows = yield Query(
+            f"SELECT 1 FROM executions WHERE session_id = ? AND status IN {ACTIVE_SQL} LIMIT 1",
+            (self.session_id,),
+        )
+        if rows:
+            return False
+        rows = yield Query(
+            "INSERT INTO workspace_collections (session_id, collector, expires_at) "
+            "VALUES (?, ?, ?) ON CONFLICT (session_id) DO UPDATE SET "
+            "collector = excluded.collector, expires_at = excluded.expires_at "
+            "WHERE workspace_collections.expires_at <= ? "
+            "OR workspace_collections.collector = excluded.collector RETURNING session_id",
+            (self.session_id, self.collector, self.until, self.now),
+        )
+        return bool(rows)
+
+
+@dataclass(frozen=True, slots=True)
+class EndCollection(Op):
+    session_id: str
+    collector: str
+
+    def run(self, d: Dialect, fx: Effects) -> Program[None]:
+        yield Query(
+            "DELETE FROM workspace_collections WHERE session_id = ? AND collector = ?",
+            (self.session_id, self.collector),
+        )
+
+
 #: What the supervisor says about an execution the sweep ends, given the ids of the input
 #: requests it expired (in the order they opened): the actions to append with the end.
 Narrate = Callable[[Execution, list[str]], Sequence[Mapping[str, Any]]]
@@ -247,7 +432,7 @@ class SweepDeadlines(Op):
         return out
 
 
-# -- ops that only run inside a fenced unit (the fence has already been checked) ------
+# -- ops that only run inside a fenced unit (the fence has already been checked) -----
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,9 +443,12 @@ class ParkForInput(Op):
         # An answer can win between the commit that opened the request and this one: its
         # re-queue found the execution still running and did nothing. Then nothing is
         # left to wait for (it has requests, none open), and parking would strand the
-        # execution: queue it instead.
+        # execution: queue it instead. Likewise a cancel requested while it ran, before
+        # the attempt's next heartbeat saw it: a parked execution has no runner to wind
+        # it down, so it goes back to the queue as `RequestCancel` sends a parked one.
         yield Query(
-            "UPDATE executions SET status = CASE WHEN EXISTS (SELECT 1 FROM input_requests "
+            "UPDATE executions SET status = CASE WHEN cancel_requested THEN 'queued' "
+            "WHEN EXISTS (SELECT 1 FROM input_requests "
             "WHERE execution_id = ?) AND NOT EXISTS (SELECT 1 FROM input_requests "
             "WHERE execution_id = ? AND status = 'open') THEN 'queued' ELSE 'waiting_input' "
             "END, owner = NULL, lease_expires_at = NULL WHERE execution_id = ?",
@@ -300,11 +488,6 @@ def unknown_if_started(execution_id: str, now: float | None) -> Query:
         "WHERE execution_id = ? AND status = 'started'",
         (now, execution_id),
     )
-
-
-# -- journal ops: what an attempt records at every step, with Append. They are data here:
-# each backend defines them once, its own way (Dialect.journal; on PostgreSQL in the
-# server-side functions).
 
 
 @dataclass(frozen=True, slots=True)
@@ -363,158 +546,82 @@ class LedgerSet(Op):
 
 
 JournalOp = Append | PutCheckpoint | LedgerStart | LedgerSet
+
+
 JOURNAL_OPS = (Append, PutCheckpoint, LedgerStart, LedgerSet)
 
 
-# -- input requests ---------------------------------------------------------------------
+# -- reads ---------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class InsertInputRequest(Op):
-    request: InputRequestRecord
-
-    def run(self, d: Dialect, fx: Effects) -> Program[InputRequestRecord]:
-        r = self.request
-        rows = yield Query(
-            "INSERT INTO input_requests (request_id, session_id, execution_id, turn_id, "
-            "status, payload, created_at, tool_call_id, expires_at) "
-            "VALUES (?, ?, ?, ?, 'open', ?, ?, ?, ?) "
-            "ON CONFLICT (request_id) DO NOTHING RETURNING request_id",
-            (
-                r.request_id,
-                r.session_id,
-                r.execution_id,
-                r.turn_id,
-                dumps(r.payload, "an input request's payload"),
-                r.created_at,
-                r.tool_call_id,
-                r.expires_at,
-            ),
-        )
-        if not rows:
-            raise WriteConflict("input request", r.request_id, "already exists")
-        return r
+def get_execution(execution_id: str) -> Program[Execution]:
+    rows = yield Query(
+        f"SELECT {EXEC_COLS} FROM executions WHERE execution_id = ?", (execution_id,)
+    )
+    if not rows:
+        raise NotFound("execution", execution_id)
+    return execution_from_row(rows[0])
 
 
-def _lock_execution_of(d: Dialect, request_id: str) -> Program[None]:
-    """Lock the request's execution row before touching the request (the order of every
-    fenced unit: execution, then its requests). A park in flight holds that row and has
-    already found the request open; without waiting for it, the re-queue that follows
-    would find the execution still running and do nothing, and the park would strand it
-    `waiting_input` for a request no longer open. SQLite's single writer needs none."""
-    if d.lock_row:
-        yield Query(
-            "SELECT 1 FROM executions WHERE execution_id = (SELECT execution_id FROM "
-            f"input_requests WHERE request_id = ?){d.lock_row}",
-            (request_id,),
-        )
+def list_executions(session_id: str, active: bool) -> Program[list[Execution]]:
+    # The filter is SQL's: a session holds one execution per turn it ever ran, and decoding
+    # them all to find the active one made each message cost the session's whole history.
+    where = f" AND status IN {ACTIVE_SQL}" if active else ""
+    rows = yield Query(
+        f"SELECT {EXEC_COLS} FROM executions WHERE session_id = ?{where} ORDER BY pos",
+        (session_id,),
+    )
+    return [execution_from_row(r) for r in rows]
 
 
-def _requeue(execution_id: str) -> Query:
-    return Query(
-        "UPDATE executions SET status = 'queued' "
-        "WHERE execution_id = ? AND status = 'waiting_input'",
+def list_attempts(execution_id: str) -> Program[list[AttemptRecord]]:
+    rows = yield Query(
+        "SELECT attempt_id, execution_id, attempt, epoch, supervisor_id, claimed_at "
+        "FROM attempts WHERE execution_id = ? ORDER BY attempt",
         (execution_id,),
     )
-
-
-@dataclass(frozen=True, slots=True)
-class ResolveInput(Op):
-    request_id: str
-    resolution: Any
-    principal_id: str | None
-    client_id: str | None
-    now: float
-    actions: tuple[EncodedAction, ...]
-    #: The answer's idempotency record, completed only if this answer wins, in its commit.
-    complete: CompleteIdempotency | None = None
-
-    def run(self, d: Dialect, fx: Effects) -> Program[Won | Lost]:
-        yield from _lock_execution_of(d, self.request_id)
-        # The whole first-writer-wins protocol is this one conditional UPDATE: whoever
-        # flips 'open' first wins; the losers read the winner's resolution below.
-        rows = yield Query(
-            "UPDATE input_requests SET status = 'resolved', resolution = ?, "
-            "answered_by_principal = ?, answered_by_client = ?, resolved_at = ? "
-            "WHERE request_id = ? AND status = 'open' "
-            "AND (expires_at IS NULL OR expires_at > ?) RETURNING session_id, execution_id",
-            (
-                dumps(self.resolution, "an input resolution"),
-                self.principal_id,
-                self.client_id,
-                self.now,
-                self.request_id,
-                self.now,
-            ),
+    return [
+        AttemptRecord(
+            attempt_id=r[0],
+            execution_id=r[1],
+            attempt=r[2],
+            epoch=r[3],
+            supervisor_id=r[4],
+            claimed_at=r[5],
         )
-        if rows:
-            session_id, execution_id = rows[0]
-            yield _requeue(execution_id)
-            yield from append_to_request_session(d, session_id, self.actions, fx)
-            if self.complete is not None:
-                yield from self.complete.run(d, fx)
-            return Won(self.resolution)
-        rows = yield Query(
-            "SELECT status, resolution, answered_by_principal, answered_by_client "
-            "FROM input_requests WHERE request_id = ?",
-            (self.request_id,),
+        for r in rows
+    ]
+
+
+def load_checkpoint(execution_id: str) -> Program[Checkpoint]:
+    rows = yield Query(
+        "SELECT step_no, payload FROM checkpoints WHERE execution_id = ? "
+        "ORDER BY step_no DESC LIMIT 1",
+        (execution_id,),
+    )
+    full = CheckpointPart(rows[0][0], bytes(rows[0][1])) if rows else None
+    rows = yield Query(
+        "SELECT step_no, payload FROM checkpoint_steps WHERE execution_id = ? AND step_no > ? "
+        "ORDER BY step_no",
+        (execution_id, full.step_no if full else -1),
+    )
+    return Checkpoint(execution_id, full, [CheckpointPart(r[0], bytes(r[1])) for r in rows])
+
+
+def get_ledger(execution_id: str) -> Program[list[LedgerEntry]]:
+    rows = yield Query(
+        "SELECT tool_call_id, status, idempotency_key, result, updated_at FROM tool_ledger "
+        "WHERE execution_id = ? ORDER BY tool_call_id",
+        (execution_id,),
+    )
+    return [
+        LedgerEntry(
+            execution_id=execution_id,
+            tool_call_id=r[0],
+            status=r[1],
+            idempotency_key=r[2],
+            result=loads(r[3]),
+            updated_at=r[4],
         )
-        if not rows:
-            raise NotFound("input request", self.request_id)
-        status, resolution, principal, client = rows[0]
-        # Still 'open' here means past expires_at: it is expired, the sweeper just has
-        # not recorded it yet.
-        return Lost("expired" if status == "open" else status, loads(resolution), principal, client)
-
-
-@dataclass(frozen=True, slots=True)
-class CloseInput(Op):
-    """Expire (re-queues the execution so it can go on without an answer) or cancel."""
-
-    request_id: str
-    status: str
-    now: float
-    actions: tuple[EncodedAction, ...]
-
-    def run(self, d: Dialect, fx: Effects) -> Program[bool]:
-        if self.status == "expired":
-            yield from _lock_execution_of(d, self.request_id)  # it re-queues, as an answer
-        rows = yield Query(
-            "UPDATE input_requests SET status = ?, resolved_at = ? "
-            "WHERE request_id = ? AND status = 'open' RETURNING session_id, execution_id",
-            (self.status, self.now, self.request_id),
-        )
-        if not rows:
-            exists = yield Query(
-                "SELECT 1 FROM input_requests WHERE request_id = ?", (self.request_id,)
-            )
-            if not exists:
-                raise NotFound("input request", self.request_id)
-            return False
-        session_id, execution_id = rows[0]
-        if self.status == "expired":
-            yield _requeue(execution_id)
-        yield from append_to_request_session(d, session_id, self.actions, fx)
-        return True
-
-
-def unit_program(
-    d: Dialect, fence: tuple[str, int, str | None] | None, ops: Sequence[Op], fx: Effects
-) -> Program[list[Any]]:
-    """A whole unit of work: the fence check first, then every op in order; each run of
-    consecutive journal ops goes to the dialect at once (on PostgreSQL: one call)."""
-    results: list[Any] = []
-    i = 0
-    while i < len(ops) or fence is not None:
-        j = i
-        while j < len(ops) and type(ops[j]) in JOURNAL_OPS:
-            j += 1
-        if j > i or fence is not None:
-            run: list[JournalOp] = list(ops[i:j])  # type: ignore[arg-type]
-            results += yield from d.journal(fence, run, fx)
-            fence = None
-        if j < len(ops):
-            results.append((yield from ops[j].run(d, fx)))
-            j += 1
-        i = j
-    return results
+        for r in rows
+    ]
