@@ -27,9 +27,9 @@ def plugin_dir(tmp_path: Path) -> Path:
     return dest
 
 
-def _error(path: Path) -> PluginError:
+def _error(path: Path, **given: str) -> PluginError:
     with pytest.raises(PluginError) as info:
-        read_plugin(path)
+        read_plugin(path, **given)
     return info.value
 
 
@@ -59,7 +59,10 @@ def test_the_claude_code_layout_reads_as_is(plugin_dir: Path) -> None:
     policy = plugin.settings.access
     assert policy.allows("notes__lookup") and not policy.allows("notes__secret")
     assert policy.needs_approval("notes__erase") and not policy.needs_approval("notes__lookup")
-    assert plugin.ignored == ("commands/", "hooks/", ".claude-plugin/plugin.json#hooks")
+    (notes_command,) = plugin.commands
+    assert (notes_command.name, notes_command.path) == ("notes", "commands/notes.md")
+    assert plugin.hooks == ()
+    assert plugin.problems == ()  # commands and hooks run; the manifest says nothing else
 
 
 def test_files_list_path_exec_bit_size_and_sha256(plugin_dir: Path) -> None:
@@ -92,6 +95,7 @@ def test_version_control_and_byte_code_are_not_part_of_the_plugin(plugin_dir: Pa
     (plugin_dir / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
     (plugin_dir / "servers" / "__pycache__").mkdir()
     (plugin_dir / "servers" / "__pycache__" / "notes.pyc").write_bytes(b"\0")
+    (plugin_dir / "servers" / "old.pyc").write_bytes(b"\0")  # sourceless byte code
     assert read_plugin(plugin_dir).digest == first
 
 
@@ -138,15 +142,44 @@ def test_semver_pre_release_and_build_metadata_are_versions(plugin_dir: Path) ->
     assert read_plugin(plugin_dir).version == "2.0.0-rc.1+build.5"
 
 
-def test_a_missing_manifest_or_version_is_refused(plugin_dir: Path) -> None:
+def test_a_manifest_without_version_takes_one_derived_from_the_content(plugin_dir: Path) -> None:
     manifest = plugin_dir / ".claude-plugin" / "plugin.json"
     manifest.write_text('{"name": "writer"}')
-    assert "version is missing" in _error(plugin_dir).message
+    plugin = read_plugin(plugin_dir)
+    assert plugin.version == "0.0.0+" + plugin.digest.removeprefix("sha256:")[:12]
+    (plugin_dir / "AGENTS.md").write_text("Other instructions.\n")
+    assert read_plugin(plugin_dir).version != plugin.version  # other bytes, other version
+    # The publisher's version stands in; one that contradicts the manifest is an error.
+    assert read_plugin(plugin_dir, version="3.0.0").version == "3.0.0"
+    manifest.write_text('{"name": "writer", "version": "1.0.0"}')
+    assert "version given is 3.0.0" in _error(plugin_dir, version="3.0.0").message
+    assert "not a semantic version" in _error(plugin_dir, version="3").message
+
+
+def test_malformed_manifest_json_names_its_line(plugin_dir: Path) -> None:
+    manifest = plugin_dir / ".claude-plugin" / "plugin.json"
     manifest.write_text('{"name": "writer",\n "version": }')
     error = _error(plugin_dir)
     assert (error.file, error.line) == (".claude-plugin/plugin.json", 2)
-    manifest.unlink()
-    assert _error(plugin_dir).file == ".claude-plugin/plugin.json"
+
+
+def test_without_a_manifest_the_plugin_is_named_after_its_directory(plugin_dir: Path) -> None:
+    (plugin_dir / ".claude-plugin" / "plugin.json").unlink()
+    plugin = read_plugin(plugin_dir)
+    assert plugin.name == "writer" and plugin.version.startswith("0.0.0+")
+    assert any(
+        p.severity == "warning" and "named 'writer' after its directory" in p.message
+        for p in plugin.problems
+    )
+    assert read_plugin(plugin_dir, name="scribe").name == "scribe"  # the publisher's name
+    renamed = plugin_dir.rename(plugin_dir.parent / "Not A Name")
+    error = _error(renamed)
+    assert error.file == ".claude-plugin/plugin.json" and "not a plugin name" in error.message
+
+
+def test_an_empty_directory_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    assert "is empty" in _error(tmp_path / "empty").message
 
 
 def test_a_skill_without_front_matter_is_refused(plugin_dir: Path) -> None:
@@ -158,26 +191,37 @@ def test_a_skill_without_front_matter_is_refused(plugin_dir: Path) -> None:
 
 def test_malformed_front_matter_names_its_line(plugin_dir: Path) -> None:
     (plugin_dir / "skills" / "glossary" / "SKILL.md").write_text(
-        "---\nname: glossary\ndescription: [unclosed\n---\nbody\n"
+        "---\nname: glossary\ndescription: [unclosed\nneither YAML nor a key\n---\nx\n"
     )
     error = _error(plugin_dir)
     assert error.file == "skills/glossary/SKILL.md"
-    assert error.line in (3, 4) and "malformed front matter" in error.message
+    assert error.line in (3, 4, 5) and "malformed front matter" in error.message
     assert str(error).startswith(f"skills/glossary/SKILL.md:{error.line}: ")
 
 
-def test_front_matter_without_description_is_refused(plugin_dir: Path) -> None:
-    (plugin_dir / "skills" / "glossary" / "SKILL.md").write_text("---\nname: glossary\n---\nx\n")
+def test_front_matter_without_description_takes_the_first_paragraph(plugin_dir: Path) -> None:
+    skill = plugin_dir / "skills" / "glossary" / "SKILL.md"
+    skill.write_text("---\nname: glossary\n---\n# Glossary\n\nTerms we use.\nAnd spell.\n\nMore.\n")
+    found = read_plugin(plugin_dir).skill("glossary")
+    assert found is not None and found.description == "Terms we use. And spell."
+    skill.write_text("---\nname: glossary\n---\n# Only a title\n")
     error = _error(plugin_dir)
     assert error.file == "skills/glossary/SKILL.md" and "no description" in error.message
 
 
-def test_a_skill_whose_name_differs_from_its_folder_is_refused(plugin_dir: Path) -> None:
+def test_a_skill_whose_name_differs_from_its_folder_is_named_by_its_front_matter(
+    plugin_dir: Path,
+) -> None:
     skill = plugin_dir / "skills" / "glossary" / "SKILL.md"
     skill.write_text(skill.read_text().replace("name: glossary", "name: terms"))
-    error = _error(plugin_dir)
-    assert (error.file, error.line) == ("skills/glossary/SKILL.md", 2)
-    assert "differs from its folder" in error.message
+    plugin = read_plugin(plugin_dir)
+    assert [s.name for s in plugin.skills] == ["terms", "release-notes"]
+    (warning,) = [p for p in plugin.problems if "differs from its folder" in p.message]
+    assert (warning.severity, warning.file, warning.line) == (
+        "warning",
+        "skills/glossary/SKILL.md",
+        2,
+    )
 
 
 def test_a_skill_folder_without_skill_md_is_refused(plugin_dir: Path) -> None:
@@ -215,7 +259,7 @@ def test_the_builtin_plugin_and_the_scaffold_read_clean(tmp_path: Path) -> None:
     assert [s.name for s in scaffold.skills] == ["greeting"]
     assert [a.name for a in scaffold.agents] == ["reviewer"]
     assert [m.name for m in scaffold.mcp_servers] == ["notes"]
-    assert scaffold.ignored == ()
+    assert scaffold.problems == ()
     with pytest.raises(PluginError, match="not an empty directory"):
         scaffold_plugin(tmp_path / "mine", "my-agent")
     with pytest.raises(PluginError, match="lowercase"):

@@ -24,10 +24,12 @@ from opennua.runtime import (
     AgentDefinition,
     Completed,
     Limits,
+    Sandbox,
     Stopped,
     ToolContext,
     agent_from_plugin,
     default_agent,
+    model_priced,
     tool,
 )
 from opennua.runtime._scripted import first_prompt
@@ -86,7 +88,7 @@ def plugin_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture
-def workspace(tmp_path: Path) -> Path:
+def workdir(tmp_path: Path) -> Path:
     path = tmp_path / "workspace"
     path.mkdir()
     return path
@@ -110,9 +112,7 @@ def _of(journal: InMemoryJournal, kind: str) -> list[Any]:
     return [e.data for e in journal.log if e.type == kind]
 
 
-async def test_a_claude_code_plugin_runs_a_scripted_turn(
-    plugin_root: Path, workspace: Path
-) -> None:
+async def test_a_claude_code_plugin_runs_a_scripted_turn(plugin_root: Path, workdir: Path) -> None:
     model = Recording(
         [
             ScriptStep(calls=(call("skill", name="release-notes"),)),
@@ -125,7 +125,7 @@ async def test_a_claude_code_plugin_runs_a_scripted_turn(
     )
     agent = _agent(plugin_root)
     outcome, journal, _ = await drive(
-        lambda j: make_loop(agent, j, workspace, model), InMemoryJournal(), "Write notes."
+        lambda j: make_loop(agent, j, workdir, model), InMemoryJournal(), "Write notes."
     )
     assert isinstance(outcome, Completed), outcome
     assert outcome.output == "Release notes written and reviewed."
@@ -159,9 +159,7 @@ async def test_a_claude_code_plugin_runs_a_scripted_turn(
     assert worker_request.tools == ["notes__lookup", "read_file"]  # its front matter `tools`
 
 
-async def test_a_skill_resource_is_confined_to_its_skill(
-    plugin_root: Path, workspace: Path
-) -> None:
+async def test_a_skill_resource_is_confined_to_its_skill(plugin_root: Path, workdir: Path) -> None:
     (plugin_root / "secret.txt").write_text("not a resource")
     attempts = ["../glossary/SKILL.md", "../../secret.txt", "/etc/passwd", "terms/list.md"]
     model = ScriptedModel(
@@ -177,7 +175,7 @@ async def test_a_skill_resource_is_confined_to_its_skill(
     )
     agent = _agent(plugin_root)
     outcome, journal, _ = await drive(
-        lambda j: make_loop(agent, j, workspace, model), InMemoryJournal(), "x"
+        lambda j: make_loop(agent, j, workdir, model), InMemoryJournal(), "x"
     )
     assert isinstance(outcome, Completed)
     results = _results(journal)
@@ -192,7 +190,7 @@ async def test_a_skill_resource_is_confined_to_its_skill(
 
 
 async def test_a_tool_outside_the_allow_list_is_never_offered_nor_run(
-    plugin_root: Path, workspace: Path
+    plugin_root: Path, workdir: Path
 ) -> None:
     model = Recording(
         [
@@ -203,7 +201,7 @@ async def test_a_tool_outside_the_allow_list_is_never_offered_nor_run(
     )
     agent = _agent(plugin_root)
     outcome, journal, _ = await drive(
-        lambda j: make_loop(agent, j, workspace, model, env={"sandbox": "none"}),
+        lambda j: make_loop(agent, j, workdir, model, env={"sandbox": Sandbox("none")}),
         InMemoryJournal(),
         "x",
     )
@@ -213,13 +211,13 @@ async def test_a_tool_outside_the_allow_list_is_never_offered_nor_run(
         ("failed", "Invalid arguments: unknown tool 'notes__secret'"),
         ("failed", "Invalid arguments: unknown tool 'shell'"),
     ]
-    assert not (workspace / "ran").exists()
+    assert not (workdir / "ran").exists()
     assert _of(journal, "input_request.opened") == []
 
 
 @pytest.mark.slow  # starts the stdio MCP server once per resumed attempt
 async def test_an_approval_required_tool_asks_even_when_its_hints_say_read_only(
-    plugin_root: Path, workspace: Path
+    plugin_root: Path, workdir: Path
 ) -> None:
     model = ScriptedModel(
         [
@@ -229,7 +227,7 @@ async def test_an_approval_required_tool_asks_even_when_its_hints_say_read_only(
     )
     agent = _agent(plugin_root)
     outcome, journal, _ = await drive(
-        lambda j: make_loop(agent, j, workspace, model),
+        lambda j: make_loop(agent, j, workdir, model),
         InMemoryJournal(),
         "x",
         choices={"tool_call": "reject_once"},
@@ -247,7 +245,7 @@ async def test_an_approval_required_tool_asks_even_when_its_hints_say_read_only(
 
 
 async def test_a_sub_agent_runs_on_its_own_model_with_claude_code_tool_names(
-    plugin_root: Path, workspace: Path
+    plugin_root: Path, workdir: Path
 ) -> None:
     reviewer = plugin_root / "agents" / "reviewer.md"
     reviewer.write_text(
@@ -265,7 +263,7 @@ async def test_a_sub_agent_runs_on_its_own_model_with_claude_code_tool_names(
 
     agent = _agent(plugin_root)
     outcome, journal, _ = await drive(
-        lambda j: make_loop(agent, j, workspace, parent, resolve=resolve), InMemoryJournal(), "x"
+        lambda j: make_loop(agent, j, workdir, parent, resolve=resolve), InMemoryJournal(), "x"
     )
     assert isinstance(outcome, Completed)
     assert resolved == ["scripted:reviewer"]
@@ -278,14 +276,14 @@ async def test_a_sub_agent_runs_on_its_own_model_with_claude_code_tool_names(
 
 
 async def test_any_other_task_name_starts_the_general_worker(
-    plugin_root: Path, workspace: Path
+    plugin_root: Path, workdir: Path
 ) -> None:
     model = Recording(
         [ScriptStep(calls=(call("task", name="helper", task="Help."),)), say("ok")],
         workers={"Help.": [say("helped")]},
     )
     outcome, _, _ = await drive(
-        lambda j: make_loop(_agent(plugin_root), j, workspace, model), InMemoryJournal(), "x"
+        lambda j: make_loop(_agent(plugin_root), j, workdir, model), InMemoryJournal(), "x"
     )
     assert isinstance(outcome, Completed)
     (worker,) = [r for r in model.requests if r.prompt == "Help."]
@@ -310,12 +308,12 @@ def _spender(**model: Any) -> ScriptedModel:
 
 
 async def _spend(
-    plugin_root: Path, workspace: Path, limits: Limits, *, in_worker: bool = True, **model: Any
+    plugin_root: Path, workdir: Path, limits: Limits, *, in_worker: bool = True, **model: Any
 ) -> Any:
     (plugin_root / ".mcp.json").unlink()  # no MCP server to start: the budget is the subject
     agent = _agent(plugin_root)
     outcome, journal, _ = await drive(
-        lambda j: make_loop(agent, j, workspace, _spender(**model), limits=limits),
+        lambda j: make_loop(agent, j, workdir, _spender(**model), limits=limits),
         InMemoryJournal(),
         "x",
     )
@@ -331,30 +329,30 @@ async def _spend(
 
 
 async def test_the_step_limit_stops_a_sub_agent_that_spends_it(
-    plugin_root: Path, workspace: Path
+    plugin_root: Path, workdir: Path
 ) -> None:
-    outcome, recorded = await _spend(plugin_root, workspace, Limits(max_steps=4))
+    outcome, recorded = await _spend(plugin_root, workdir, Limits(max_steps=4))
     assert outcome.stop_reason == "max_steps" and outcome.error.code == "max_steps"
     assert len(recorded) == 4  # the root's one step and three of the sub-agent's
     assert "reached max_steps (4 model steps); used 4 steps, 8000 tokens" in outcome.error.message
 
 
 async def test_the_token_limit_stops_a_sub_agent_that_spends_it(
-    plugin_root: Path, workspace: Path
+    plugin_root: Path, workdir: Path
 ) -> None:
-    outcome, recorded = await _spend(plugin_root, workspace, Limits(max_tokens=5000))
+    outcome, recorded = await _spend(plugin_root, workdir, Limits(max_tokens=5000))
     assert outcome.stop_reason == "failed" and outcome.error.code == "max_tokens"
     assert len(recorded) == 3  # 6,000 tokens after three steps: no fourth call
     assert "reached max_tokens (5000); used 3 steps, 6000 tokens" in outcome.error.message
 
 
 async def test_the_cost_limit_stops_a_sub_agent_that_spends_it(
-    plugin_root: Path, workspace: Path
+    plugin_root: Path, workdir: Path
 ) -> None:
     # gpt-4o at $2.50 / $10 per million tokens: $0.0125 a step in genai-prices' table.
     outcome, recorded = await _spend(
         plugin_root,
-        workspace,
+        workdir,
         Limits(max_cost_usd=0.03),
         provider="openai",
         model_name="gpt-4o",
@@ -369,11 +367,11 @@ async def test_the_cost_limit_stops_a_sub_agent_that_spends_it(
 
 
 async def test_a_cost_limit_is_not_silently_unenforced_for_an_unpriced_model(
-    plugin_root: Path, workspace: Path
+    plugin_root: Path, workdir: Path
 ) -> None:
     outcome, recorded = await _spend(
         plugin_root,
-        workspace,
+        workdir,
         Limits(max_cost_usd=100.0),
         in_worker=False,  # the root's first response already cannot be priced
         provider="openai",
@@ -383,7 +381,7 @@ async def test_a_cost_limit_is_not_silently_unenforced_for_an_unpriced_model(
     assert "no price is known for openai:no-such-model" in outcome.error.message
 
 
-async def test_the_deadline_is_checked_before_every_tool_call(workspace: Path) -> None:
+async def test_the_deadline_is_checked_before_every_tool_call(workdir: Path) -> None:
     now = [100.0]
     ran: list[str] = []
 
@@ -400,7 +398,7 @@ async def test_the_deadline_is_checked_before_every_tool_call(workspace: Path) -
         lambda j: make_loop(
             default_agent("scripted:test"),
             j,
-            workspace,
+            workdir,
             model,
             limits=Limits(deadline=105.0),
             env={"wall_clock": lambda: now[0]},
@@ -420,7 +418,7 @@ async def test_the_deadline_is_checked_before_every_tool_call(workspace: Path) -
 
 
 async def test_a_deployments_tool_override_replaces_how_its_server_is_reached(
-    plugin_root: Path, workspace: Path
+    plugin_root: Path, workdir: Path
 ) -> None:
     # Another script in the plugin stands for "the same server, run differently".
     notes = (plugin_root / "servers/notes.py").read_text()
@@ -435,7 +433,7 @@ async def test_a_deployments_tool_override_replaces_how_its_server_is_reached(
     assert agent.digest != _agent(plugin_root).digest  # a different agent, a different digest
     model = Recording([ScriptStep(calls=(call("notes__lookup", word="durable"),)), say("ok")])
     outcome, journal, _ = await drive(
-        lambda j: make_loop(agent, j, workspace, model), InMemoryJournal(), "x"
+        lambda j: make_loop(agent, j, workdir, model), InMemoryJournal(), "x"
     )
     assert isinstance(outcome, Completed), outcome
     assert _results(journal) == [("completed", "durable: overridden (hello, root=/plugin)")]
@@ -477,7 +475,7 @@ def test_a_remote_server_outside_the_egress_list_is_refused(plugin_root: Path) -
 
 @pytest.mark.slow  # starts the stdio MCP server once per resumed attempt
 async def test_the_scaffold_is_a_working_plugin(
-    tmp_path: Path, workspace: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, workdir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     root = tmp_path / "hello"
@@ -495,7 +493,7 @@ async def test_the_scaffold_is_a_working_plugin(
     )
     agent = agent_from_plugin(root, plugin, model="scripted:test")
     outcome, journal, _ = await drive(
-        lambda j: make_loop(agent, j, workspace, model), InMemoryJournal(), "Hello!"
+        lambda j: make_loop(agent, j, workdir, model), InMemoryJournal(), "Hello!"
     )
     assert isinstance(outcome, Completed)
     phrases, remembered, recalled, forgot, review = _results(journal)
@@ -507,18 +505,18 @@ async def test_the_scaffold_is_a_working_plugin(
     )
     assert review == ("completed", "Fine.")
     # The server ran in the execution's workspace, and `forget` asked despite its hint.
-    assert (workspace / "notes.json").read_text() == "{}"
+    assert (workdir / "notes.json").read_text() == "{}"
     (opened,) = _of(journal, "input_request.opened")
     assert opened.prompt == "Allow forget?"
 
 
 async def test_unconfined_a_plugin_server_sees_the_plugin_where_it_is(
-    plugin_root: Path, workspace: Path
+    plugin_root: Path, workdir: Path
 ) -> None:
     model = ScriptedModel([ScriptStep(calls=(call("notes__lookup", word="w"),)), say("ok")])
     agent = _agent(plugin_root)
     outcome, journal, _ = await drive(
-        lambda j: make_loop(agent, j, workspace, model, env={"sandbox": "none"}),
+        lambda j: make_loop(agent, j, workdir, model, env={"sandbox": Sandbox("none")}),
         InMemoryJournal(),
         "x",
     )
@@ -573,3 +571,11 @@ async def test_a_named_sub_agent_resumes_as_itself_after_a_crash_at_any_commit(
         assert {(r.instructions, tuple(r.tools)) for r in worker} == {
             ("You review release notes. Reply with remarks only.", ("read_file",))
         }, k
+
+
+def test_whether_a_cost_cap_can_be_enforced_is_known_before_any_call() -> None:
+    # What `nua deploy --max-cost` is checked against (the same table as the budget).
+    assert model_priced("openai:gpt-4o") and model_priced("anthropic:claude-sonnet-4-5")
+    assert model_priced("scripted:demo")  # free
+    assert not model_priced("openai:no-such-model")
+    assert not model_priced("ollama:llama3")

@@ -12,7 +12,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from opennua.plugins._errors import PluginError
+from opennua.plugins._errors import PluginError, Problem
 
 #: Documented in docs/plugins.md ("Limits"). A plugin is an agent's definition and the code
 #: of its MCP servers, not a data set: large inputs belong in artifacts or the workspace.
@@ -23,12 +23,23 @@ MAX_FILES = 10_000
 SKIPPED_DIRS = frozenset({".git", "__pycache__"})
 
 
-@dataclass(frozen=True)
+def never_published(path: str) -> bool:
+    """Whether a plugin path is one a plugin never holds: version control and byte code.
+    What the digest covers is what runs, so a reviewer reads the source that runs, never a
+    `.pyc` smuggled beside it."""
+    parts = path.split("/")
+    return any(p in SKIPPED_DIRS for p in parts) or parts[-1].endswith(".pyc")
+
+
+@dataclass(frozen=True, kw_only=True)
 class PluginFile:
+    """One file of a plugin directory; built by keyword, like the store's `PluginFile` (the
+    published row) that the registry copies it into."""
+
     path: str  # relative, POSIX separators
-    executable: bool
-    size: int
     sha256: str  # hex
+    size: int
+    executable: bool
 
 
 def list_files(root: Path) -> tuple[PluginFile, ...]:
@@ -38,6 +49,8 @@ def list_files(root: Path) -> tuple[PluginFile, ...]:
     if not root.is_dir():
         raise PluginError(f"{root} is not a directory")
     files: list[PluginFile] = []
+    # Every unreadable file is reported at once; the limits on the whole stop the walk.
+    problems: list[Problem] = []
     total = 0
     for dirpath, dirnames, filenames in os.walk(root):
         here = Path(dirpath)
@@ -45,19 +58,32 @@ def list_files(root: Path) -> tuple[PluginFile, ...]:
             if name in SKIPPED_DIRS:
                 dirnames.remove(name)
             elif (here / name).is_symlink():
-                _check_link(root, here / name)
-                raise PluginError(
-                    "a symlink to a directory is not supported; copy the directory",
-                    file=_rel(root, here / name),
-                )
+                dirnames.remove(name)
+                try:
+                    _check_link(root, here / name)
+                    raise PluginError(
+                        "a symlink to a directory is not supported; copy the directory",
+                        file=_rel(root, here / name),
+                    )
+                except PluginError as exc:
+                    problems.extend(exc.problems)
         for name in filenames:
-            entry = _file(root, here / name)
+            if never_published(name):
+                continue
+            try:
+                entry = _file(root, here / name)
+            except PluginError as exc:
+                problems.extend(exc.problems)
+                continue
             total += entry.size
             if total > MAX_TOTAL_BYTES:
                 raise PluginError(f"the plugin is larger than {MAX_TOTAL_BYTES} bytes in all")
             files.append(entry)
             if len(files) > MAX_FILES:
                 raise PluginError(f"the plugin has more than {MAX_FILES} files")
+    if problems:
+        first = problems[0]
+        raise PluginError(first.message, file=first.file, line=first.line, problems=problems)
     return tuple(sorted(files, key=lambda f: f.path))
 
 

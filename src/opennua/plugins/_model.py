@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import fnmatch
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
+from opennua.plugins._commands import Command, find_command
+from opennua.plugins._errors import Problem
+from opennua.plugins._hooks import Hook
 from opennua.plugins._listing import PluginFile
 
 
@@ -34,10 +38,17 @@ class SubAgent:
     model: str | None = None  # None or "inherit": the parent's model
 
 
+#: How a server is reached: a subprocess (stdio), streamable HTTP, or HTTP with SSE.
+Transport = Literal["stdio", "http", "sse"]
+
+
 @dataclass(frozen=True)
 class McpServerSpec:
     """One entry of `.mcp.json`: a stdio server (`command`) or a remote one (`url`), as
-    written: `${PLUGIN_ROOT}` is expanded by the runtime where the server starts."""
+    written: `${PLUGIN_ROOT}` is expanded by the runtime where the server starts. `name`
+    is the key as written (`"google calendar"`); `prefix` is what its tools are named by
+    (`google_calendar__list_events`). A remote server with `"url": ""` is a placeholder:
+    not `configured` until a deployment supplies its URL."""
 
     name: str
     command: str | None = None
@@ -45,6 +56,24 @@ class McpServerSpec:
     env: Mapping[str, str] = field(default_factory=dict)
     url: str | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
+    transport: Transport = "stdio"
+    prefix: str = ""  # "": derived from the name (`tool_prefix`)
+
+    def __post_init__(self) -> None:
+        if not self.prefix:
+            object.__setattr__(self, "prefix", tool_prefix(self.name))
+
+    @property
+    def configured(self) -> bool:
+        """Whether the plugin says where the server is (a command, or a non-empty URL)."""
+        return self.command is not None or bool(self.url)
+
+
+def tool_prefix(name: str) -> str:
+    """A server name as a tool-name prefix: letters, digits, `-` and single `_` (`__`
+    separates server and tool). Each run of anything else becomes one `_`; a name that
+    already is one is kept as is, so the tool names of existing plugins do not change."""
+    return re.sub(r"[^A-Za-z0-9-]+", "_", name).strip("_") or "server"
 
 
 @dataclass(frozen=True)
@@ -79,6 +108,10 @@ class Settings:
     instructions: str = ""
     access: AccessPolicy = field(default_factory=AccessPolicy)
     requires_opennua: str | None = None  # a PEP 440 specifier set, e.g. ">=0.1,<1"
+    #: The JSON Schema the final answer of a turn must fit (`output-schema`: its file).
+    output_schema: Mapping[str, Any] | None = None
+    output_schema_file: str | None = None
+    output_retries: int = 2  # answers that do not fit, retried before the turn fails
 
 
 @dataclass(frozen=True)
@@ -94,12 +127,24 @@ class Plugin:
     agents: tuple[SubAgent, ...] = ()
     mcp_servers: tuple[McpServerSpec, ...] = ()
     settings: Settings = field(default_factory=Settings)
-    #: Components opennua does not run (`commands/`, `hooks/`, …), reported, not dropped.
-    ignored: tuple[str, ...] = ()
+    commands: tuple[Command, ...] = ()  # slash commands: `commands/*.md`
+    hooks: tuple[Hook, ...] = ()  # command hooks of the events opennua runs
     manifest: Mapping[str, Any] = field(default_factory=dict)  # plugin.json as written
+    #: Warnings and ignored features found while reading (no errors: those refuse it):
+    #: what opennua does differently, or does not run (`output-styles/`, …), said
+    #: instead of dropped.
+    problems: tuple[Problem, ...] = ()
+
+    def servers_to_configure(self) -> tuple[McpServerSpec, ...]:
+        """Remote servers without a URL: a deployment must supply one."""
+        return tuple(s for s in self.mcp_servers if not s.configured)
 
     def skill(self, name: str) -> Skill | None:
         return next((s for s in self.skills if s.name == name), None)
 
     def agent(self, name: str) -> SubAgent | None:
         return next((a for a in self.agents if a.name == name), None)
+
+    def command(self, name: str) -> Command | None:
+        """The command `/name` (or `/plugin:name`) runs, if there is one."""
+        return find_command(self.commands, self.name, name)
