@@ -13,9 +13,10 @@ import time
 import uuid
 from datetime import UTC, datetime, timedelta
 
+from tests._support.polling import wait_for
 from tests.conformance._drivers import PythonDriver
 from tests.conformance._host import DEMO, Loop
-from tests.e2e._proc import Server, wait_for
+from tests.e2e._proc import Server
 
 
 def sign(secret: str, webhook_id: str, timestamp: int, body: bytes) -> str:

@@ -16,10 +16,11 @@ from opennua.bridge import Homeserver, delivery_id
 
 # The card is a pure function of a turn's state: the projection the room must converge on.
 from opennua.bridge._render import card
+from tests._support.polling import wait_for
 from tests.bridge._matrix_env import BridgeProc, Person, Synapse, from_bot, new_messages, shown
 from tests.conformance._drivers import Answered, Driver, View
 from tests.conformance._host import DEMO, Loop
-from tests.e2e._proc import Server, free_port, wait_for
+from tests.e2e._proc import Server, free_port
 
 USAGE = re.compile(r"^Usage: (\d+) in · (\d+) out tokens$", re.M)
 

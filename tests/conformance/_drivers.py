@@ -20,12 +20,13 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from opennua.client import ActionEvent, ConflictError, SessionClient, connect
 from opennua.protocol import state_to_json
+from tests._support.polling import wait_for
 from tests.conformance._host import DEMO, Host, Loop
-from tests.e2e._proc import Server, wait_for
+from tests.e2e._proc import Server
 
 
 @dataclass(frozen=True)
@@ -91,6 +92,10 @@ class Driver:
 
     column: str
     client_id: str
+    #: Rows (test names) whose client-side assertion does not apply to this client, and
+    #: what it does not show: the cell asserts the Host's facts and what the client does
+    #: show, and the matrix prints the note next to its mark. Never a way to hide a failure.
+    partial: ClassVar[dict[str, str]] = {}
 
     def __init__(self, server: Server, loop: Loop) -> None:
         self.server = server

@@ -16,7 +16,8 @@ from typing import Any, TypeVar
 
 import httpx
 
-from tests.e2e._proc import Server, wait_for
+from tests._support.polling import wait_for
+from tests.e2e._proc import Server
 
 T = TypeVar("T")
 

@@ -10,11 +10,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from tests._support.polling import wait_for
 from tests.browser._ui import open_session, open_ui, ui_state_json
 from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS
 from tests.conformance._drivers import Answered, Driver, View
 from tests.conformance._host import DEMO, Loop
-from tests.e2e._proc import Server, wait_for
+from tests.e2e._proc import Server
 
 
 class WebDriver(Driver):
@@ -114,7 +115,16 @@ class WebDriver(Driver):
     def answer(self, sid: str, rid: str, option_id: str) -> Answered:
         self._show(sid)
         card = f'[data-request-id="{rid}"]'
-        self.page.click(f"{card} button[data-option-id={option_id}]")
+        button = f"{card} button[data-option-id={option_id}]"
+        from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+        try:
+            self.page.click(button, timeout=10_000)
+        except PlaywrightTimeout:
+            # Seen on CI under load: the card re-drawn faster than the click's stability
+            # check settles ("detached from the DOM, retrying"). The button's own handler
+            # still decides; dispatch the click to the button as drawn now.
+            self.page.locator(button).dispatch_event("click")
         line = self.page.wait_for_selector(f"{card}[data-status=resolved] .resolution")
         assert line is not None
         winner = line.get_attribute("data-answered-by") or ""

@@ -39,7 +39,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> 
     elif report.skipped and key not in _cells:
         _cells[key] = "skipped"
     elif report.when == "call" and report.passed:
-        _cells[key] = "✓"
+        driver = item.funcargs.get("driver")  # type: ignore[attr-defined]
+        note = getattr(driver, "partial", {}).get(item.originalname)  # type: ignore[attr-defined]
+        _cells[key] = f"✓ (partial: {note})" if note else "✓"
 
 
 def render(cells: dict[tuple[str, str], str]) -> str:

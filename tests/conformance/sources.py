@@ -303,6 +303,37 @@ def model_retry_then_end() -> Log:
     return log
 
 
+@vector(
+    "a structured result: turn.ended carries output (JSON the plugin's output schema accepted); "
+    "a turn that failed output_invalid has none, and a later turn's result is its own"
+)
+def structured_output() -> Log:
+    log = Log()
+    log.session()
+    log.turn(T1, "Triage ticket 42")
+    log.start(T1)
+    result = {
+        "category": "bug",
+        "severity": 2,
+        "evidence": [{"kind": "ticket", "id": "T-17", "quote": "crash on save"}],
+        "confidence": 0.75,
+        "duplicate_of": None,
+        "reply_draft": "Thanks — we can reproduce it.",
+    }
+    log.stream(T1, R, "msg_a1", '```json\n{"category": "bug", …}\n```')
+    log.add("turn.ended", {"stop_reason": "end_turn", "error": None, "output": result}, turn=T1)
+    log.turn(T2, "Triage ticket 43")
+    log.start(T2)
+    log.stream(T2, R, "msg_a2", "It is a bug.")
+    invalid = {
+        "code": "output_invalid",
+        "message": "the final answer does not conform to the output schema after 2 retries: "
+        "the answer is not JSON (Expecting value at line 1 column 1)",
+    }
+    log.end(T2, "failed", invalid)
+    return log
+
+
 @vector("workspace commits, then a resumed attempt restores the last one and names what was lost")
 def workspace_restored() -> Log:
     log = Log()
@@ -323,6 +354,25 @@ def workspace_restored() -> Log:
             "bytes": 120,
             "lost_paths": ["draft.md"],
             "lost_tool_call_ids": ["call_shell"],
+        },
+        turn=T1,
+    )
+    log.end(T1)
+    return log
+
+
+@vector("an MCP server did not start: the turn goes on without it and says why")
+def mcp_server_unavailable() -> Log:
+    log = Log()
+    log.session()
+    log.turn(T1)
+    log.start(T1)
+    log.add(
+        "mcp_server.unavailable",
+        {
+            "server": "memory",
+            "code": "mcp_unavailable",
+            "message": "MCP server 'memory': Connection closed\nnpm error code EAI_AGAIN",
         },
         turn=T1,
     )
@@ -369,15 +419,20 @@ def hitl_cancelled() -> Log:
     return log
 
 
-@vector("grant revoked while parked: the open request closes, the turn ends revoked, and says why")
+@vector("grant revoked while parked: the open request expires, the turn ends revoked, and says why")
 def revoked_while_parked() -> Log:
-    # What the Host appends when an answer meets a grant that no longer holds.
+    # What the Host appends when a revocation (or an answer) meets a grant that no longer
+    # holds.
     log = Log()
     log.session()
     log.turn(T1)
     log.start(T1)
     _approval(log)
-    log.add("input_request.resolved", {"request_id": "req_01", "outcome": "cancelled"}, turn=T1)
+    log.add(
+        "input_request.resolved",
+        {"request_id": "req_01", "outcome": "expired", "reason": "revoked"},
+        turn=T1,
+    )
     log.end(
         T1,
         "revoked",
@@ -473,6 +528,33 @@ def hitl_expired() -> Log:
     return log
 
 
+@vector("HITL answered in chat: answered_by names the chat user beside the bridge's client")
+def hitl_answered_in_chat() -> Log:
+    log = Log()
+    log.session()
+    log.turn(T1)
+    log.start(T1)
+    _approval(log)
+    log.add(
+        "input_request.resolved",
+        {
+            "request_id": "req_01",
+            "outcome": "selected",
+            "option_id": "allow",
+            "answered_by": {
+                "client_id": "cli_bridge",
+                "principal_id": "prn_bridge",
+                "on_behalf_of": "@alice:example.org",
+            },
+        },
+        turn=T1,
+        client="cli_bridge",
+        intent="int_chat",
+    )
+    log.state(T1, "running")
+    return log
+
+
 @vector("first writer wins: a second resolution of one request is an anomaly, not a change")
 def hitl_second_resolution() -> Log:
     log = Log()
@@ -506,6 +588,82 @@ def cancelled_turn_with_open_request() -> Log:
         "tool_call.updated", {"tool_call_id": "call_shell", "status": "cancelled"}, turn=T1, run=R
     )
     log.end(T1, "cancelled")
+    return log
+
+
+def _left_open(log: Log) -> None:
+    """A turn in full flight: a plan entry in progress, a call that ran, one that never
+    started, a sub-agent running with a plan of its own, reasoning and a message
+    streaming, and an approval waiting (what `nua show` showed after a failed turn)."""
+    in_progress = {"content": "Delegate research", "status": "in_progress", "priority": "high"}
+    log.add("plan.updated", {"entries": [dict(in_progress, id="p1")]}, turn=T1, run=R)
+    log.tool(T1, R, "call_ran", name="shell", kind="execute")
+    log.add(
+        "tool_call.updated", {"tool_call_id": "call_ran", "status": "in_progress"}, turn=T1, run=R
+    )
+    log.tool(T1, R, "call_queued", name="read_file", kind="read")
+    _worker(log)
+    log.add("plan.updated", {"entries": [dict(in_progress, id="w1")]}, turn=T1, run=W)
+    log.add("reasoning.delta", {"message_id": "msg_w1", "delta": "Thinking"}, turn=T1, run=W)
+    log.add("message.started", {"message_id": "msg_w1", "role": "assistant"}, turn=T1, run=W)
+    log.add("message.delta", {"message_id": "msg_w1", "delta": "The num"}, turn=T1, run=W)
+    _approval(log, request="req_w1", call="call_w1")
+
+
+def _ended_with_items_open(reason: str, error: dict[str, str] | None = None) -> Log:
+    log = Log()
+    log.session()
+    log.turn(T1)
+    log.start(T1)
+    _left_open(log)
+    log.end(T1, reason, error)
+    return log
+
+
+for _reason, _error, _why in (
+    ("end_turn", None, "completed"),
+    ("failed", {"code": "internal_error", "message": "boom"}, "failed"),
+    ("cancelled", None, "cancelled"),
+    ("revoked", {"code": "grant_revoked", "message": "revoked: token_revoked"}, "revoked"),
+    ("deadline_exceeded", None, "past its deadline"),
+):
+
+    def _build(reason: str = _reason, error: dict[str, str] | None = _error) -> Log:
+        return _ended_with_items_open(reason, error)
+
+    _build.__name__ = f"settled_when_{_reason}"
+    vector(
+        f"a turn that ended {_why} is settled: a pending call is cancelled, a running one "
+        "unknown, the sub-agent cancelled, in-progress plan entries pending again, streams "
+        "interrupted and the open request cancelled"
+    )(_build)
+
+
+@vector("an ended turn stays settled: items that would be open again are anomalies")
+def settled_stays_settled() -> Log:
+    log = Log()
+    log.session()
+    log.turn(T1)
+    log.start(T1)
+    log.tool(T1, R, "call_ran", name="shell", kind="execute")
+    log.end(T1, "failed", {"code": "internal_error", "message": "boom"})
+    # Late arrivals: none may reopen anything; a terminal update still lands.
+    log.add(
+        "tool_call.updated", {"tool_call_id": "call_ran", "status": "in_progress"}, turn=T1, run=R
+    )
+    log.tool(T1, R, "call_late")
+    log.add("message.started", {"message_id": "msg_late", "role": "assistant"}, turn=T1, run=R)
+    log.add("reasoning.delta", {"message_id": "msg_late", "delta": "Hm"}, turn=T1, run=R)
+    _worker(log)
+    entries = [{"id": "p1", "content": "Late", "status": "in_progress", "priority": "low"}]
+    log.add("plan.updated", {"entries": entries}, turn=T1, run=R)
+    log.add(
+        "tool_call.updated",
+        {"tool_call_id": "call_ran", "status": "failed", "error": {"code": "x", "message": "y"}},
+        turn=T1,
+        run=R,
+    )
+    log.add("plan.updated", {"entries": [dict(entries[0], status="completed")]}, turn=T1, run=R)
     return log
 
 

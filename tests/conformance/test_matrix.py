@@ -51,11 +51,21 @@ def _matrix_extra() -> str | None:
     return "the `matrix` extra (Synapse, matrix-nio) is not installed"
 
 
+def _desk() -> str | None:
+    if importlib.util.find_spec("feedback_desk"):
+        return None
+    return "the feedback desk is not installed (pip install -e examples/feedback_desk)"
+
+
 COLUMNS["web"] = ("web UI", "tests.conformance._web:WebDriver", _chromium)
 COLUMNS["cli"] = ("CLI", "tests.conformance._drivers:CliDriver", _none)
 COLUMNS["python"] = ("Python client", "tests.conformance._drivers:PythonDriver", _none)
 COLUMNS["bridge"] = ("chat bridge", "tests.conformance._chat:ChatDriver", _matrix_extra)
 COLUMNS["automation"] = ("automation", "tests.conformance._automation:AutomationDriver", _none)
+COLUMNS["agui"] = ("AG-UI", "tests.conformance._agui:AguiDriver", _none)
+COLUMNS["acp"] = ("ACP", "tests.conformance._acp:AcpDriver", _none)
+COLUMNS["a2a"] = ("A2A", "tests.conformance._a2a:A2ADriver", _none)
+COLUMNS["desk"] = ("feedback desk", "tests.conformance._desk:DeskDriver", _desk)
 
 #: test function -> its row in the matrix, in the seeds' order
 ROWS = {
@@ -219,6 +229,8 @@ def test_todo_and_sub_agents(driver: Driver) -> None:
         turn["tool_calls"][ref["id"]]["run_id"] == worker["worker_run_id"] for ref in own
     ), "the sub-agent's steps are its own run's"
     view = driver.converged(sid)
+    if "test_todo_and_sub_agents" in driver.partial:
+        return  # a client that shows no sub-agents: it converged on what it does show
     card = f"worker:{worker['worker_run_id']}"
     assert card in view.items or any(worker["summary"] in item for item in view.items), (
         "the client shows the sub-agent"
@@ -234,9 +246,10 @@ def test_artifact_after_restart(driver: Driver) -> None:
         registered = http.get(f"/v1/artifacts/{artifact['artifact_id']}").json()
     assert registered["sha256"] == artifact["sha256"], "the Host registered what it announced"
     restart(driver.server)
-    data = driver.read_artifact(sid, artifact["artifact_id"])
-    assert hashlib.sha256(data).hexdigest() == artifact["sha256"], "other bytes after restart"
-    assert len(data) == artifact["size"]
+    if "test_artifact_after_restart" not in driver.partial:
+        data = driver.read_artifact(sid, artifact["artifact_id"])
+        assert hashlib.sha256(data).hexdigest() == artifact["sha256"], "other bytes after restart"
+        assert len(data) == artifact["size"]
     driver.converged(sid)
 
 
@@ -258,6 +271,8 @@ def test_usage_and_trace(driver: Driver) -> None:
     assert (turn["usage"]["input_tokens"], turn["usage"]["output_tokens"]) == total
     assert re.fullmatch(r"[0-9a-f]{32}", turn["trace_id"] or ""), "the turn has a trace id"
     view = driver.converged(sid)
+    if "test_usage_and_trace" in driver.partial:
+        return  # a client that shows no usage: it converged on what it does show
     assert view.usage[-1] == total, "the client shows usage with the sub-agent's included"
     if view.trace_ids:
         assert view.trace_ids[-1] == turn["trace_id"], "the client shows the turn's trace id"

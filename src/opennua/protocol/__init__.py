@@ -13,6 +13,7 @@ from opennua.protocol.actions import (
     action_to_dict,
     action_to_json,
 )
+from opennua.protocol.envelope import envelope, timestamp
 from opennua.protocol.ids import action_id, new_id
 from opennua.protocol.intents import (
     Accepted,
@@ -63,6 +64,7 @@ __all__ = [
     "action_to_dict",
     "action_to_json",
     "copy_state",
+    "envelope",
     "initial_state",
     "json_schemas",
     "new_id",
@@ -70,4 +72,5 @@ __all__ = [
     "replay",
     "state_from_json",
     "state_to_json",
+    "timestamp",
 ]

@@ -16,8 +16,10 @@ __all__ = [
     "PREFIXES",
     "IdKind",
     "action_id",
+    "derived_id",
     "kind_of",
     "new_id",
+    "prefixed",
 ]
 
 IdKind = Literal[
@@ -34,6 +36,12 @@ IdKind = Literal[
     "principal",
     "workspace",
     "action",
+    "intent",
+    "token",
+    "schedule",
+    "hook",
+    "delivery",
+    "audit",
 ]
 
 PREFIXES: Final[dict[IdKind, str]] = {
@@ -50,6 +58,12 @@ PREFIXES: Final[dict[IdKind, str]] = {
     "principal": "prn_",
     "workspace": "wsp_",
     "action": "act_",
+    "intent": "int_",
+    "token": "tok_",
+    "schedule": "sch_",
+    "hook": "hok_",
+    "delivery": "dlv_",
+    "audit": "aud_",
 }
 
 _RANDOM_BYTES: Final = 10
@@ -64,14 +78,28 @@ def new_id(kind: IdKind, *, ms: int, entropy: bytes) -> str:
     return PREFIXES[kind] + str(ULID.from_bytes(ms.to_bytes(6, "big") + entropy))
 
 
+def prefixed(kind: IdKind, ulid: ULID) -> str:
+    """`kind`'s id for a ULID the caller made. Records made by the injected clock use
+    `ULID.from_timestamp(now)`, whose random part grows within a millisecond: ids made in
+    one (a fake clock's whole test) keep the order they were made in."""
+    return PREFIXES[kind] + str(ulid)
+
+
+def derived_id(kind: IdKind, *parts: str) -> str:
+    """The id of `kind` derived from `parts`: the same parts always give the same id (a
+    bridge that sees a platform event again derives the same intent and delivery ids).
+    The parts are hashed, so the id leaks none of them."""
+    digest = hashlib.sha256("\x1f".join(parts).encode()).digest()[:16]
+    return PREFIXES[kind] + str(ULID.from_bytes(digest))
+
+
 def action_id(producer: str, event_key: str) -> str:
     """The deterministic id of the action that `producer` emits for `event_key`.
 
     `producer` names who emits (an execution id, a host intent scope); `event_key` names the
-    fact within it (run, step, ordinal). Both are hashed, so the id leaks neither.
+    fact within it (run, step, ordinal).
     """
-    digest = hashlib.sha256(f"{producer}\x1f{event_key}".encode()).digest()[:16]
-    return PREFIXES["action"] + str(ULID.from_bytes(digest))
+    return derived_id("action", producer, event_key)
 
 
 def kind_of(identifier: str) -> IdKind | None:

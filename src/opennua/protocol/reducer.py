@@ -181,6 +181,7 @@ def _turn_started(state: SessionState, action: a.TurnStartedAction) -> None:
             "trace_id": d.trace_id,
             "retry_of": d.retry_of,
             "model_retry": None,
+            "output": None,
             "user_message_id": d.message_id,
             "started_at": action.ts,
             "ended_at": None,
@@ -203,6 +204,7 @@ def _turn_started(state: SessionState, action: a.TurnStartedAction) -> None:
             "file_changes": {},
             "workspace": {"manifest": None, "files": 0, "bytes": 0},
             "workspace_restores": {},
+            "unavailable_servers": {},
             "plan": [],
             "usage": empty_usage(),
             "usage_by_model": {},
@@ -228,17 +230,49 @@ def _turn_ended(state: SessionState, action: a.TurnEndedAction) -> None:
     turn["model_retry"] = None
     turn["stop_reason"] = action.data.stop_reason
     turn["error"] = cast(Any, _json(action.data.error))
+    turn["output"] = action.data.output
     turn["ended_at"] = action.ts
-    # An ended turn waits for nobody: requests it left open close as cancelled, so no
-    # client shows a cancelled turn as waiting for input.
-    for request in turn["input_requests"].values():
-        if request["status"] == "open":
-            request["status"] = "resolved"
-            request["outcome"] = "cancelled"
+    _settle(turn)
     state["open_input_requests"] = [
         entry for entry in state["open_input_requests"] if entry["turn_id"] != turn["turn_id"]
     ]
     _derive_status(state)
+
+
+def _settle(turn: Turn) -> None:
+    """Whatever the turn left open ends with it (docs/protocol.md, "An ended turn is
+    settled"), whichever way it ended and whoever appended its `turn.ended`: no client
+    shows a finished turn as still thinking, running a call or waiting for input."""
+    for request in turn["input_requests"].values():
+        if request["status"] == "open":
+            request["status"] = "resolved"
+            request["outcome"] = "cancelled"
+    for call in turn["tool_calls"].values():
+        if call["status"] == "pending":
+            call["status"] = "cancelled"  # it never ran
+        elif call["status"] == "in_progress":
+            call["status"] = "unknown"  # it started: it may have taken effect
+    for message in turn["messages"].values():
+        if message["status"] == "streaming":
+            message["status"] = "interrupted"
+    for reasoning in turn["reasoning"].values():
+        if reasoning["status"] == "streaming":
+            reasoning["status"] = "interrupted"
+    plans = [turn["plan"]]
+    for worker in turn["workers"].values():
+        plans.append(worker["plan"])
+        if worker["status"] == "running":
+            worker["status"] = "cancelled"
+    for plan in plans:
+        for entry in plan:
+            if entry["status"] == "in_progress":
+                entry["status"] = "pending"  # not done, and nobody is doing it
+
+
+def _still_open(turn: Turn) -> None:
+    """An ended turn takes no item that would be open again: it stays settled."""
+    if turn["state"] == "ended":
+        raise _Anomaly(f"turn {turn['turn_id']} has already ended")
 
 
 def _attempt_started(state: SessionState, action: a.AttemptStartedAction) -> None:
@@ -284,6 +318,7 @@ def _message_added(state: SessionState, action: a.MessageAddedAction) -> None:
 
 def _message_started(state: SessionState, action: a.MessageStartedAction) -> None:
     d = action.data
+    _still_open(_turn(state, action))
     _new_message(
         state,
         action,
@@ -322,6 +357,8 @@ def _reasoning(
 ) -> None:
     """A reasoning delta (`complete=False`) or its completion: either may come first."""
     turn = _turn(state, action)
+    if not complete:
+        _still_open(turn)
     reasoning = turn["reasoning"].get(message_id)
     status: Literal["streaming", "complete"] = "complete" if complete else "streaming"
     if reasoning is None:
@@ -352,6 +389,7 @@ def _tool_call_started(state: SessionState, action: a.ToolCallStartedAction) -> 
     d = action.data
     if d.tool_call_id in turn["tool_calls"]:
         raise _Anomaly(f"tool call {d.tool_call_id} already exists")
+    _still_open(turn)
     turn["tool_calls"][d.tool_call_id] = {
         "tool_call_id": d.tool_call_id,
         "run_id": action.run_id,
@@ -373,6 +411,8 @@ def _tool_call_updated(state: SessionState, action: a.ToolCallUpdatedAction) -> 
     call = turn["tool_calls"].get(d.tool_call_id)
     if call is None:
         raise _Anomaly(f"unknown tool call {d.tool_call_id}")
+    if d.status in ("pending", "in_progress"):
+        _still_open(turn)
     call["status"] = d.status
     if d.output is not None:
         call["output"] = d.output
@@ -387,8 +427,7 @@ def _input_request_opened(state: SessionState, action: a.InputRequestOpenedActio
     d = action.data
     if d.request_id in turn["input_requests"]:
         raise _Anomaly(f"input request {d.request_id} already exists")
-    if turn["state"] == "ended":
-        raise _Anomaly(f"turn {turn['turn_id']} has already ended")
+    _still_open(turn)
     turn["input_requests"][d.request_id] = {
         "request_id": d.request_id,
         "run_id": action.run_id,
@@ -432,6 +471,8 @@ def _input_request_resolved(state: SessionState, action: a.InputRequestResolvedA
 
 def _plan_updated(state: SessionState, action: a.PlanUpdatedAction) -> None:
     turn = _turn(state, action)
+    if any(entry.status == "in_progress" for entry in action.data.entries):
+        _still_open(turn)
     entries = [cast(Any, entry.model_dump(mode="json")) for entry in action.data.entries]
     _container(turn, action.run_id)["plan"] = entries
 
@@ -441,6 +482,7 @@ def _worker_started(state: SessionState, action: a.WorkerStartedAction) -> None:
     d = action.data
     if d.worker_run_id in turn["workers"]:
         raise _Anomaly(f"worker {d.worker_run_id} already exists")
+    _still_open(turn)
     # The card goes where the parent run shows its items: placed before registering the
     # worker, so a worker never lands in its own timeline.
     _place(turn, action.run_id, "worker", d.worker_run_id)
@@ -537,6 +579,19 @@ def _workspace_restored(state: SessionState, action: a.WorkspaceRestoredAction) 
     _place(turn, action.run_id, "workspace_restore", action.id)
 
 
+def _mcp_server_unavailable(state: SessionState, action: a.McpServerUnavailableAction) -> None:
+    turn = _turn(state, action)
+    d = action.data
+    # A turn from a state saved before this field has none yet.
+    turn.setdefault("unavailable_servers", {})[action.id] = {
+        "id": action.id,
+        "server": d.server,
+        "code": d.code,
+        "message": d.message,
+    }
+    _place(turn, action.run_id, "mcp_unavailable", action.id)
+
+
 def _usage_recorded(state: SessionState, action: a.UsageRecordedAction) -> None:
     turn = _turn(state, action)
     d = action.data
@@ -614,5 +669,6 @@ _HANDLERS: dict[str, Callable[[SessionState, Any], None]] = {
     "delivery.updated": _delivery_updated,
     "workspace.committed": _workspace_committed,
     "workspace.restored": _workspace_restored,
+    "mcp_server.unavailable": _mcp_server_unavailable,
 }
 assert set(_HANDLERS) == a.ACTION_TYPES, "every known action type needs a handler"
