@@ -7,27 +7,31 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 import socket
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import aiohttp
 import aiohttp.abc
 import httpx
 import httpx2
+import mcp_types
 import pytest
 import uvicorn
 
-from opennua.auth import Authority
+from opennua.auth import LEGACY_ID, Authority
 from opennua.gateway import PATH, Gateway, Redactor, _proxy, issue_ticket
+from opennua.gateway._redact import escaped_pattern
 from opennua.host import Actor, DeploymentSpec, Hub, Scope, SessionHost
 from opennua.protocol import CreateSession, SendMessage
 from opennua.protocol.actions import TextPart
 from opennua.runtime._env import GatewayRoute
-from opennua.runtime._mcp import gateway_client
+from opennua.runtime._mcp import _result_text, gateway_client
 from opennua.secrets import SecretKey, SecretStore
 from opennua.store import DeploymentRecord, Store, open_store
 
@@ -40,6 +44,8 @@ class Upstream:
     seen: list[dict[str, Any]] = field(default_factory=list)
     #: When set, a request waits for it before it is answered (a call still in flight).
     hold: asyncio.Event | None = None
+    #: When set, the answer instead: (content type, body chunks) for the credential.
+    reply: Callable[[str], tuple[str, list[bytes]]] | None = None
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         body = b""
@@ -53,6 +59,14 @@ class Upstream:
         if self.hold is not None:
             await self.hold.wait()
         request = json.loads(body)
+        if self.reply is not None:
+            media_type, chunks = self.reply(headers["x-api-key"])
+            start = [(b"content-type", media_type.encode())]
+            await send({"type": "http.response.start", "status": 200, "headers": start})
+            for chunk in chunks:
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            await send({"type": "http.response.body", "body": b""})
+            return
         # A service that echoes everything it got, the credential included (escaped by
         # its JSON encoder), in a result and in a response header.
         text = json.dumps(headers)
@@ -86,10 +100,15 @@ def _plugin(root: Path) -> Path:
     (root / ".claude-plugin").mkdir(parents=True)
     (root / ".claude-plugin" / "plugin.json").write_text('{"name": "checks", "version": "1.0.0"}')
     (root / "AGENTS.md").write_text("Checks.\n")
-    mcp = {"mcpServers": {"notes": {"url": "http://upstream.test/mcp"}}}
+    # "team notes": a name as published, its tools named by a prefix (team_notes__…).
+    mcp = {
+        "notes": {"url": "http://upstream.test/mcp"},
+        "team notes": {"url": "http://upstream.test/mcp"},
+    }
     (root / ".mcp.json").write_text(json.dumps(mcp))
     (root / "opennua.toml").write_text(
-        '[access]\negress = ["upstream.test"]\nallowed-tools = ["notes__lookup"]\n'
+        '[access]\negress = ["upstream.test"]\n'
+        'allowed-tools = ["notes__lookup", "team_notes__lookup"]\n'
     )
     return root
 
@@ -112,8 +131,9 @@ async def world(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
         await host.registry.release("checks", "stable", "1.0.0")
         await secrets.put(workspace, "api-key", VALUE)
         ref = {"server": "notes", "secret": "api-key", "header": "X-Api-Key", "prefix": ""}
+        team = ref | {"server": "team notes"}
         spec = DeploymentSpec.model_validate(
-            {"plugin": "checks", "model": "scripted:demo", "credentials": [ref]}
+            {"plugin": "checks", "model": "scripted:demo", "credentials": [ref, team]}
         )
         await host.registry.deploy("checks", spec, Scope(workspace, caller.principal_id))
         actor = Actor(
@@ -121,12 +141,14 @@ async def world(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
             workspace,
             authority.grant_for(caller, workspace, model=None),
         )
-        created = await host.create_session(
-            CreateSession(intent_id="int_c", client_id="cli_t", deployment="checks"), actor=actor
+        created = await host.submit(
+            None,
+            CreateSession(intent_id="int_c", client_id="cli_t", deployment="checks"),
+            actor=actor,
         )
         sid = str(created.ids["session_id"])  # type: ignore[union-attr]
         content = [TextPart(text="go")]
-        sent = await host.send_message(
+        sent = await host.submit(
             sid, SendMessage(intent_id="int_m", client_id="cli_t", content=content), actor=actor
         )
         execution_id = str(sent.ids["execution_id"])  # type: ignore[union-attr]
@@ -200,10 +222,12 @@ def _call(tool: str, id_: int = 7) -> dict[str, Any]:
             "params": {"name": tool, "arguments": {}}}  # fmt: skip
 
 
-async def _post(world: World, body: dict[str, Any], ticket: str | None = None) -> httpx.Response:
+async def _post(
+    world: World, body: dict[str, Any], ticket: str | None = None, server: str = "notes"
+) -> httpx.Response:
     async with world.client() as c:
         return await c.post(
-            f"{PATH}notes",
+            PATH + quote(server, safe=""),
             json=body,
             headers={
                 "Authorization": f"Bearer {ticket or world.ticket}",
@@ -284,6 +308,21 @@ async def test_a_tool_outside_the_policy_is_refused_and_never_forwarded(world: W
     assert (record.outcome, record.code, record.tool) == ("refused", "tool_not_allowed", "forget")
 
 
+async def test_a_server_named_as_published_is_reached_by_its_name_and_checked_by_its_prefix(
+    world: World,
+) -> None:
+    # The runtime puts the name as written in the path; the policy names its tools by
+    # the prefix the model sees them with.
+    allowed = await _post(world, _call("lookup"), server="team notes")
+    assert allowed.status_code == 200, allowed.text
+    assert "[redacted:api-key]" in allowed.text and len(world.upstream.seen) == 1
+    refused = await _post(world, _call("forget"), server="team notes")
+    error = refused.json()["error"]
+    assert error["data"]["code"] == "tool_not_allowed"
+    assert "team_notes__forget is not an allowed tool" in error["message"]
+    assert len(world.upstream.seen) == 1
+
+
 async def test_a_tool_name_that_is_not_utf8_is_refused_and_audited_like_any(
     world: World,
 ) -> None:
@@ -305,6 +344,22 @@ async def test_a_tool_name_that_is_not_utf8_is_refused_and_audited_like_any(
     assert sorted((r.tool, r.outcome) for r in records) == [
         ("?x", "refused"),
         ("lookup", "ok"),
+    ]
+
+
+async def test_a_call_after_the_grant_broke_is_refused_and_never_forwarded(world: World) -> None:
+    """The gateway judges the grant at every call, from the store (no cache): the token the
+    turn was started with, revoked by any process, refuses the very next call."""
+    assert (await _post(world, _call("lookup"))).status_code == 200
+    await world.store.revoke_token(LEGACY_ID, time.time())  # the token TOKEN is
+    refused = await _post(world, _call("lookup"))
+    assert refused.json()["error"]["data"]["code"] == "grant_revoked", refused.text
+    assert len(world.upstream.seen) == 1
+    await world.gateway.audit.flush()
+    records = await world.store.list_audit(execution_id=world.execution_id)
+    assert sorted((r.outcome, r.code) for r in records) == [
+        ("ok", None),
+        ("refused", "grant_revoked"),
     ]
 
 
@@ -333,14 +388,15 @@ async def test_what_the_gateway_holds_per_execution_stays_bounded(
     monkeypatch.setattr(_proxy, "_HELD", 1)
     other_sid = str(
         (
-            await world.host.create_session(
+            await world.host.submit(
+                None,
                 CreateSession(intent_id="int_c2", client_id="cli_t", deployment="checks"),
                 actor=world.actor,
             )
         ).ids["session_id"]  # type: ignore[union-attr]
     )
     content = [TextPart(text="again")]
-    sent = await world.host.send_message(
+    sent = await world.host.submit(
         other_sid,
         SendMessage(intent_id="int_m2", client_id="cli_t", content=content),
         actor=world.actor,
@@ -364,13 +420,14 @@ async def test_a_host_outside_the_egress_list_is_refused_at_call_time(world: Wor
     forged = DeploymentRecord(name="forged", digest="sha256:forged", spec=spec,
                               created_at=1.0, workspace_id=good.workspace_id)  # fmt: skip
     await world.store.put_deployment(forged)
-    created = await world.host.create_session(
+    created = await world.host.submit(
+        None,
         CreateSession(intent_id="int_f", client_id="cli_t", deployment="forged"),
         actor=world.actor,
     )
     sid = str(created.ids["session_id"])  # type: ignore[union-attr]
     content = [TextPart(text="go")]
-    sent = await world.host.send_message(
+    sent = await world.host.submit(
         sid, SendMessage(intent_id="int_f2", client_id="cli_t", content=content), actor=world.actor
     )
     execution_id = str(sent.ids["execution_id"])  # type: ignore[union-attr]
@@ -418,7 +475,121 @@ def test_redaction_covers_raw_and_json_escaped_values() -> None:
     escaped = json.dumps({"v": VALUE + "é"}, ensure_ascii=False).encode()
     twice = json.dumps({"text": json.dumps({"v": VALUE})}).encode()
     for data in (raw, escaped, twice):
-        out = redact.bytes(data)
+        out = redact.body(data, "application/json")
         assert VALUE.encode() not in out and b"[redacted:k]" in out
     assert redact.text("abcabc") == "[redacted:short][redacted:short]"
     assert not Redactor({})
+
+
+def test_redaction_reads_the_body_as_a_decoder_does() -> None:
+    redact = Redactor({"k": "s3cr/et"})
+    # A key, a non-JSON body, an SSE event whose JSON spans two data lines.
+    keyed = redact.body(b'{"s3cr\\u002Fet": 1}', "application/json")
+    assert json.loads(keyed) == {"[redacted:k]": 1}
+    assert redact.body(b"got s\\u0033cr\\/et", "text/plain") == b"got [redacted:k]"
+    sse = b'event: message\ndata: {"a":\ndata: "s3cr\\/et"}\n\n'
+    assert b'data: {"a":"[redacted:k]"}' in redact.body(sse, "text/event-stream")
+    # Nothing to redact: the very bytes come back.
+    clean = b'{"jsonrpc":"2.0","id":1,"result":{"text":"a \\"quoted\\" \\u00e9"}}'
+    assert redact.body(clean, "application/json") is clean
+    # A value seen only across the structure, or as a number, cannot be cut out of one
+    # string: the message is withheld as an error answering its id.
+    for value, body in (
+        ('x","y', b'{"id":3,"result":{"a":"x","y":1}}'),
+        ("482913", b'{"id":3,"result":{"code":482913}}'),
+    ):
+        withheld = json.loads(Redactor({"k": value}).body(body, "application/json"))
+        assert withheld["id"] == 3 and withheld["error"]["data"]["code"] == "credential_withheld"
+        assert value not in json.dumps(withheld)
+
+
+#: A credential with a character of each kind a JSON encoder may escape: `/` (`\/`), a
+#: quote and a backslash (short escapes), letters in both cases (`\u` hex in either case).
+CANARY = 'c4n/ary+Tok"en\\x-Z'
+
+
+def _esc(value: str, form: str) -> str:
+    """`value` as a JSON string's inside, escaped as a quirky encoder would."""
+
+    def one(n: int, c: str) -> str:
+        short = {"/": "\\/", '"': '\\"', "\\": "\\\\"}
+        if form == "slash":
+            return short.get(c, c)
+        if form in ("lower", "upper"):
+            code = f"{ord(c):04x}"
+            return "\\u" + (code.upper() if form == "upper" else code)
+        # mixed: raw, \u lower, \u upper, short escapes, in turn
+        code = f"{ord(c):04x}"
+        options = [short.get(c, c), "\\u" + code, "\\u" + code.upper()]
+        return options[n % 3]
+
+    return "".join(one(n, c) for n, c in enumerate(value))
+
+
+def _result(text_inside: str) -> str:
+    return (
+        '{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"got '
+        + text_inside
+        + '"}],"isError":false}}'
+    )
+
+
+def _replies() -> dict[str, Callable[[str], tuple[str, list[bytes]]]]:
+    json_type = "application/json"
+
+    def sse(value: str) -> tuple[str, list[bytes]]:
+        event = ("event: message\r\ndata: " + _result(_esc(value, "mixed")) + "\r\n\r\n").encode()
+        cut = event.index(b"\\u") + 3  # in the middle of an escape of the credential
+        middle = cut + (len(event) - cut) // 2
+        return "text/event-stream", [event[:cut], event[cut:middle], event[middle:]]
+
+    def twice(value: str) -> tuple[str, list[bytes]]:
+        # A tool's JSON text (the credential escaped in it) inside the JSON-RPC answer.
+        inner = '{"token":"' + _esc(value, "upper") + '"}'
+        return json_type, [_result(json.dumps(inner)[1:-1]).encode()]
+
+    replies: dict[str, Callable[[str], tuple[str, list[bytes]]]] = {
+        form: (lambda v, f=form: (json_type, [_result(_esc(v, f)).encode()]))
+        for form in ("slash", "lower", "upper", "mixed")
+    }
+    return {**replies, "sse": sse, "twice": twice}
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in (k, *_strings(v))]
+    return []
+
+
+async def test_a_credential_echoed_in_any_json_escaping_comes_back_redacted(
+    world: World,
+) -> None:
+    """Issue 29: a service echoing the credential as `\\/` or `\\uXXXX` (either case,
+    mixed, escaped twice, split across the chunks of an SSE answer) got it into the tool
+    output, the model's request, the log, the API and `nua show` — all of which are the
+    text the runtime derives from the decoded answer, checked here as the runtime makes it."""
+    await world.secrets.put(world.workspace_id, "api-key", CANARY)
+    for form, reply in _replies().items():
+        world.upstream.reply = reply
+        answer = await _post(world, _call("lookup"))
+        assert answer.status_code == 200, (form, answer.text)
+        assert re.search(escaped_pattern(CANARY), answer.text) is None, form
+        if form == "sse":
+            data = [line[5:] for line in answer.text.splitlines() if line.startswith("data:")]
+            [message] = [json.loads(d) for d in data]
+        else:
+            message = json.loads(answer.text)
+        # What the MCP client decodes, and the tool output the runtime makes of it.
+        parsed = mcp_types.JSONRPCResponse.model_validate(message)
+        result = mcp_types.CallToolResult.model_validate(parsed.result)
+        output = _result_text(result)
+        assert "[redacted:api-key]" in output, (form, output)
+        decoded = [*_strings(message), output, json.dumps(message)]
+        if form == "twice":
+            decoded += _strings(json.loads(output.removeprefix("got ")))
+        assert not [s for s in decoded if CANARY in s], form
+    assert [s["headers"]["x-api-key"] for s in world.upstream.seen] == [CANARY] * 6

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,41 +25,25 @@ import pytest
 
 from opennua.secrets import SecretKey
 from opennua.store import DeploymentRecord, open_store
+from tests._support.polling import wait_for
 from tests.cli.conftest import Nua
-from tests.e2e._proc import FakeProvider, Reply, Server, wait_for
+from tests.e2e._proc import FakeProvider, Server
 
-from .conftest import Remote, plugin_dir
+from ._flows import (
+    DEPLOY,
+    INIT,
+    MCP_HEADERS,
+    SCRIPTS,
+    ask,
+    calls_by_name,
+    ended,
+    session_state,
+    setup,
+)
+from .conftest import Remote
 
 #: Real processes on a shared machine: a flow with a kill -9 and a restart takes a while.
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(300)]
-
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "t", "version": "1"},
-    },
-}
-MCP_HEADERS = {"Accept": "application/json, text/event-stream"}
-SHELL_PROBE = "env; cat /proc/self/environ | tr '\\0' '\\n'; ls -la; echo probe-done"
-SCRIPTS = {
-    "use the notes": [
-        Reply(calls=[("notes__whoami", {})]),
-        Reply(calls=[("notes__broken", {})]),
-        Reply(calls=[("notes__lookup", {"word": "durable"})]),
-        Reply(text="done"),
-    ],
-    "slow one": [Reply(calls=[("notes__slow", {"seconds": 4})]), Reply(text="done")],
-    "probe the sandbox": [Reply(calls=[("shell", {"command": SHELL_PROBE})]), Reply(text="ok")],
-    "revoke me": [
-        Reply(calls=[("notes__slow", {"seconds": 2})]),
-        Reply(calls=[("notes__lookup", {"word": "after"})]),
-        Reply(text="done"),
-    ],
-}
 
 
 @pytest.fixture
@@ -70,73 +55,10 @@ def provider() -> Iterator[FakeProvider]:
         fake.stop()
 
 
-def _state(http: httpx.Client, sid: str) -> dict[str, Any]:
-    state: dict[str, Any] = http.get(f"/v1/sessions/{sid}").json()["state"]
-    return state
-
-
-def _ask(http: httpx.Client, text: str, headers: dict[str, str] | None = None) -> tuple[str, str]:
-    made = http.post("/v1/sessions", json={"deployment": "notes"}, headers=headers)
-    assert made.status_code == 201, made.text
-    sid = made.json()["session_id"]
-    sent = http.post(
-        f"/v1/sessions/{sid}/messages",
-        json={"content": [{"type": "text", "text": text}]},
-        headers=headers,
-    )
-    assert sent.status_code == 202, sent.text
-    return sid, sent.json()["execution_id"]
-
-
-def _ended(http: httpx.Client, sid: str, *, answer: bool = False) -> dict[str, Any]:
-    def done() -> dict[str, Any] | None:
-        state = _state(http, sid)
-        if answer:
-            for request in state["open_input_requests"]:
-                http.post(
-                    f"/v1/sessions/{sid}/input-requests/{request['request_id']}/answer",
-                    json={"option_id": "allow_once"},
-                )
-        turn: dict[str, Any] = state["turns"][-1]
-        return turn if turn["stop_reason"] else None
-
-    found: dict[str, Any] = wait_for(done, timeout=90, interval=0.2)
-    return found
-
-
-def _calls(turn: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {c["name"]: c for c in turn["tool_calls"].values()}
-
-
 def _audit(nua: Nua, *extra: str) -> list[dict[str, Any]]:
     listed = nua("audit", "--json", *extra)
     assert listed.exit_code == 0, listed.output
     return [json.loads(line) for line in listed.output.splitlines() if line.strip()]
-
-
-def _setup(
-    tmp_path: Path,
-    remote: Remote,
-    provider: FakeProvider,
-    env: dict[str, str] | None = None,
-    **options: Any,
-) -> Server:
-    data = tmp_path / "data"
-    data.mkdir()
-    env = provider.env() | {"NUA_DEMO_STEP_DELAY": "0"} | (env or {})
-    server = Server(data, model="openai:fake", env=env, **options).start()
-    nua = Nua(server)
-    root = plugin_dir(tmp_path / "plugin", remote.url, egress=["127.0.0.1"])
-    published = nua("plugin", "publish", str(root))
-    assert published.exit_code == 0, published.output
-    assert nua("plugin", "release", "notes-agent", "1.0.0").exit_code == 0
-    return server
-
-
-DEPLOY = (
-    "deploy", "notes", "--plugin", "notes-agent", "--model", "openai:fake",
-    "--credential", "notes=notes-token",
-)  # fmt: skip
 
 
 def _search(canary: str, *places: Path) -> list[str]:
@@ -167,7 +89,7 @@ def test_through_the_gateway_and_nowhere_else_the_secret_canary(
     assert httpx.post(remote.url, json=INIT, headers={**MCP_HEADERS, "Authorization": "Bearer "
                       "nope"}, timeout=10).status_code == 401  # fmt: skip
 
-    server = _setup(tmp_path, remote, provider, db=db)
+    server = setup(tmp_path, remote, provider, db=db)
     nua = Nua(server)
     answers: list[str] = []
     try:
@@ -184,18 +106,27 @@ def test_through_the_gateway_and_nowhere_else_the_secret_canary(
         assert "evil.example" in evil.output
 
         with server.client() as http:
-            sid, execution_id = _ask(http, "use the notes")
-            turn = _ended(http, sid)
+            sid, execution_id = ask(http, "use the notes")
+            turn = ended(http, sid)
             assert turn["stop_reason"] == "end_turn", turn
-            calls = _calls(turn)
+            calls = calls_by_name(turn)
             # The service echoed the credential: the gateway redacted it by name.
             whoami = calls["notes__whoami"]
             assert whoami["status"] == "completed", whoami
             assert whoami["output"] == "you called with Bearer [redacted:notes-token]"
+            # Echoed with its characters JSON-escaped, in an SSE answer cut mid-escape.
+            quirky = calls["notes__quirky"]
+            assert quirky["output"] == "you called with Bearer [redacted:notes-token]", quirky
             broken = calls["notes__broken"]
             assert broken["status"] == "failed" and "[redacted:notes-token]" in json.dumps(broken)
             assert calls["notes__lookup"]["output"] == "durable: a short definition"
-            answers += [json.dumps(_state(http, sid)), http.get(f"/v1/sessions/{sid}/actions").text]
+            answers += [
+                json.dumps(session_state(http, sid)),
+                http.get(f"/v1/sessions/{sid}/actions").text,
+            ]
+            shown = nua("show", sid)
+            assert shown.exit_code == 0 and "[redacted:notes-token]" in shown.output
+            answers.append(shown.output)
 
             records = wait_for(lambda: len(a := _audit(nua)) >= 3 and a, timeout=10)
             by_tool = {a["tool"]: a for a in records}
@@ -210,19 +141,19 @@ def test_through_the_gateway_and_nowhere_else_the_secret_canary(
             answers.append(json.dumps(listed))
 
             # A restart mid-turn: kill -9 while a call is in flight, then start again.
-            sid, _ = _ask(http, "slow one")
+            sid, _ = ask(http, "slow one")
             wait_for(lambda: any(c["name"] == "notes__slow"
-                                 for t in _state(http, sid)["turns"]
+                                 for t in session_state(http, sid)["turns"]
                                  for c in t["tool_calls"].values()), timeout=60)  # fmt: skip
         server.kill9()
         server.start()
         with server.client() as http:
-            turn = _ended(http, sid, answer=True)
-            answers.append(json.dumps(_state(http, sid)))
+            turn = ended(http, sid, answer=True)
+            answers.append(json.dumps(session_state(http, sid)))
             # The sandbox: its environment and files hold no credential.
-            sid, _ = _ask(http, "probe the sandbox")
-            turn = _ended(http, sid, answer=True)
-            probe = _calls(turn)["shell"]
+            sid, _ = ask(http, "probe the sandbox")
+            turn = ended(http, sid, answer=True)
+            probe = calls_by_name(turn)["shell"]
             assert "probe-done" in json.dumps(probe), probe
             answers.append(json.dumps(probe))
             # A failing request's error body (no ticket; a forged one) has no value either.
@@ -254,7 +185,7 @@ def test_through_the_gateway_and_nowhere_else_the_secret_canary(
 def test_egress_outside_the_list_is_refused_at_call_time(
     tmp_path: Path, remote: Remote, provider: FakeProvider
 ) -> None:
-    server = _setup(tmp_path, remote, provider)
+    server = setup(tmp_path, remote, provider)
     nua = Nua(server)
     try:
         assert nua("secret", "set", "notes-token", input=remote.token + "\n").exit_code == 0
@@ -279,8 +210,8 @@ def test_egress_outside_the_list_is_refused_at_call_time(
 
         asyncio.run(write())
         with server.client() as http:
-            sid, _ = _ask(http, "use the notes")
-            turn = _ended(http, sid)
+            sid, _ = ask(http, "use the notes")
+            turn = ended(http, sid)
         assert turn["stop_reason"] == "failed", turn
         assert "evil.example" in json.dumps(turn["error"]) and "egress" in json.dumps(turn)
         assert [r for r in _audit(nua) if r["outcome"] == "ok"] == []
@@ -288,11 +219,13 @@ def test_egress_outside_the_list_is_refused_at_call_time(
         server.stop()
 
 
-def test_revoking_the_grant_mid_call_refuses_the_next_call(
+def test_revoking_the_grant_mid_call_ends_the_turn_within_a_second(
     tmp_path: Path, remote: Remote, provider: FakeProvider
 ) -> None:
-    # Heartbeats every 10 s: the gateway, not the lease renewal, meets the revocation.
-    server = _setup(tmp_path, remote, provider, lease_ttl="30")
+    # Heartbeats every 10 s: the revocation's wake-up, not the lease renewal, stops the
+    # turn; the call in flight is cut, and no later call is made (or the gateway refuses
+    # it: tests/gateway/test_gateway_checks.py).
+    server = setup(tmp_path, remote, provider, lease_ttl="30")
     nua = Nua(server)
     try:
         assert nua("secret", "set", "notes-token", input=remote.token + "\n").exit_code == 0
@@ -304,27 +237,27 @@ def test_revoking_the_grant_mid_call_refuses_the_next_call(
                      json={"role": "member"})  # fmt: skip
             as_bob = {"Authorization": f"Bearer {bob['token']}"}
             started = remote.output().count(b"slow started")
-            sid, execution_id = _ask(http, "revoke me", headers=as_bob)
+            sid, execution_id = ask(http, "revoke me", headers=as_bob)
             # Revoked once the remote runs the call, not when the runtime starts it: the
-            # call must have passed the gateway's check before the revocation.
+            # call passed the gateway's check before the revocation.
             wait_for(lambda: remote.output().count(b"slow started") > started,
                      timeout=60, interval=0.05)  # fmt: skip
             token_id = bob["token"].split(".")[1]
             assert http.delete(f"/v1/tokens/{token_id}", headers=as_bob).status_code == 200
-            turn = _ended(http, sid)
+            at = time.monotonic()
+            wait_for(
+                lambda: http.get(f"/v1/executions/{execution_id}").json()["status"] == "revoked",
+                timeout=10,
+                interval=0.02,
+            )
+            assert time.monotonic() - at <= 1.0
+            turn = ended(http, sid)
             assert turn["stop_reason"] == "revoked", turn
             assert turn["error"]["code"] == "grant_revoked"
-            execution = http.get(f"/v1/executions/{execution_id}").json()
-            assert execution["status"] == "revoked"
-        records = wait_for(lambda: len(a := _audit(nua)) >= 2 and a, timeout=10)
-        by_tool = {a["tool"]: a for a in records}
-        assert by_tool["slow"]["outcome"] == "ok"  # accepted before the revocation
-        assert (by_tool["lookup"]["outcome"], by_tool["lookup"]["code"]) == (
-            "refused",
-            "grant_revoked",
-        )
-        assert by_tool["lookup"]["execution_id"] == execution_id
-        assert by_tool["lookup"]["principal_id"] == bob["principal_id"]
+        records = wait_for(lambda: _audit(nua), timeout=10)
+        assert [r["tool"] for r in records if r["outcome"] == "ok"] == []
+        assert all(r["execution_id"] == execution_id for r in records)
+        assert "lookup" not in {r["tool"] for r in records if r["outcome"] != "refused"}
     finally:
         server.stop()
 
@@ -337,7 +270,7 @@ def test_a_split_deployment_reaches_the_gateway_process_over_http(
     # that one, as a `--role supervisor` of a split deployment does.
     key = {"NUA_SECRET_KEY": SecretKey.generate().encoded()}
     gateway = Server(tmp_path / "data", db=pg_url, role="gateway", env=key)
-    server = _setup(tmp_path, remote, provider, db=pg_url, env=key,
+    server = setup(tmp_path, remote, provider, db=pg_url, env=key,
                     args=["--gateway-url", gateway.url])  # fmt: skip
     nua = Nua(server)
     try:
@@ -345,18 +278,20 @@ def test_a_split_deployment_reaches_the_gateway_process_over_http(
         assert nua("secret", "set", "notes-token", input=remote.token + "\n").exit_code == 0
         assert nua(*DEPLOY).exit_code == 0
         with server.client() as http:
-            sid, execution_id = _ask(http, "use the notes")
-            turn = _ended(http, sid)
+            sid, execution_id = ask(http, "use the notes")
+            turn = ended(http, sid)
             assert turn["stop_reason"] == "end_turn", turn
-            whoami = _calls(turn)["notes__whoami"]
+            whoami = calls_by_name(turn)["notes__whoami"]
             assert whoami["output"] == "you called with Bearer [redacted:notes-token]"
+            quirky = calls_by_name(turn)["notes__quirky"]  # the gateway process redacts it too
+            assert quirky["output"] == "you called with Bearer [redacted:notes-token]", quirky
             records = wait_for(lambda: len(a := _audit(nua)) >= 3 and a, timeout=10)
             assert {r["execution_id"] for r in records} == {execution_id}
             # With the gateway process gone, the same call has nowhere to go.
             gateway.stop()
-            sid, _ = _ask(http, "use the notes")
-            turn = _ended(http, sid)
-            assert turn["stop_reason"] != "end_turn" or _calls(turn) == {}, turn
+            sid, _ = ask(http, "use the notes")
+            turn = ended(http, sid)
+            assert turn["stop_reason"] != "end_turn" or calls_by_name(turn) == {}, turn
             assert "[redacted:notes-token]" not in json.dumps(turn)
     finally:
         server.stop()

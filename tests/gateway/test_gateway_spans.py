@@ -13,12 +13,13 @@ from pathlib import Path
 
 import pytest
 
+from tests._support.polling import wait_for
 from tests.cli.conftest import Nua
-from tests.e2e._proc import FakeProvider, wait_for
+from tests.e2e._proc import FakeProvider
 from tests.tracing._otlp import Receiver, Span
 
+from ._flows import DEPLOY, INIT, MCP_HEADERS, SCRIPTS, ask, calls_by_name, ended, setup
 from .conftest import Remote
-from .test_gateway_e2e import DEPLOY, INIT, MCP_HEADERS, SCRIPTS, _ask, _calls, _ended, _setup
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -43,16 +44,18 @@ def test_each_gateway_call_is_a_span_under_its_tool_call_and_holds_no_secret(
 ) -> None:
     canary = remote.token
     with Receiver() as receiver:
-        server = _setup(tmp_path, remote, provider, env=receiver.env())
+        server = setup(tmp_path, remote, provider, env=receiver.env())
         nua = Nua(server)
         try:
             assert nua("secret", "set", "notes-token", input=canary + "\n").exit_code == 0
             assert nua(*DEPLOY).exit_code == 0
             with server.client() as http:
-                sid, execution_id = _ask(http, "use the notes")
-                turn = _ended(http, sid)
+                sid, execution_id = ask(http, "use the notes")
+                turn = ended(http, sid)
                 assert turn["stop_reason"] == "end_turn", turn
-                assert _calls(turn)["notes__whoami"]["output"].endswith("[redacted:notes-token]")
+                assert calls_by_name(turn)["notes__whoami"]["output"].endswith(
+                    "[redacted:notes-token]"
+                )
                 # No ticket, and a traceparent of someone else's trace: refused, and the
                 # span does not join that trace.
                 refused = http.post(
@@ -87,7 +90,7 @@ def test_each_gateway_call_is_a_span_under_its_tool_call_and_holds_no_secret(
 
     # Every tools/call is the child of the execute_tool span that made it.
     calls = {s.attributes["gen_ai.tool.name"]: s for s in ours if s.name.startswith("tools/call")}
-    assert set(calls) == {"whoami", "broken", "lookup"}
+    assert set(calls) == {"whoami", "quirky", "broken", "lookup"}
     for tool, span in calls.items():
         parent = by_id[span.parent_span_id]
         assert parent.name == f"execute_tool notes__{tool}", (tool, parent.name)

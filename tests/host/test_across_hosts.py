@@ -16,6 +16,8 @@ from opennua.host import Actor, Hub, SessionHost
 from opennua.protocol import Accepted, AnswerInput, CreateSession, Rejected, SendMessage
 from opennua.protocol.actions import TextPart
 from opennua.store import Store, open_store
+from opennua.store._inputs import ResolveInput
+from opennua.store._unit import Unit
 from tests.server._harness import Env, FakeClock, park_for_input
 
 BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
@@ -59,7 +61,7 @@ def _msg(key: str, if_busy: Any = "reject") -> SendMessage:
 
 
 async def _session(host: SessionHost) -> str:
-    result = await host.create_session(CreateSession(intent_id="int_s", client_id="c", title="t"))
+    result = await host.submit(None, CreateSession(intent_id="int_s", client_id="c", title="t"))
     assert isinstance(result, Accepted)
     return result.ids["session_id"]
 
@@ -80,7 +82,7 @@ async def test_reject_messages_racing_on_two_hosts_start_one_turn(url: str, tmp_
 
             env.host._active = active  # type: ignore[method-assign]
         results = await asyncio.gather(
-            a.host.send_message(sid, _msg("int_a")), b.host.send_message(sid, _msg("int_b"))
+            a.host.submit(sid, _msg("int_a")), b.host.submit(sid, _msg("int_b"))
         )
         assert sorted(r.type for r in results) == ["accepted", "rejected"], results
         rejected = next(r for r in results if r.type == "rejected")
@@ -93,7 +95,7 @@ async def test_many_reject_messages_on_two_hosts_start_one_turn(url: str, tmp_pa
     async with _two_hosts(url, tmp_path) as (a, b):
         sid = await _session(a.host)
         results = await asyncio.gather(
-            *((a, b)[i % 2].host.send_message(sid, _msg(f"int_{i}")) for i in range(20))
+            *((a, b)[i % 2].host.submit(sid, _msg(f"int_{i}")) for i in range(20))
         )
         assert sorted(r.type for r in results) == ["accepted"] + ["rejected"] * 19
         assert len(await b.store.list_executions(sid)) == 1
@@ -109,31 +111,28 @@ async def test_a_crash_right_after_the_winning_answer_leaves_its_key_completed(
     options = [{"option_id": "ok", "name": "OK", "kind": "allow_once"}]
     async with _two_hosts(url, tmp_path) as (dying, restarted):
         sid = await _session(dying.host)
-        turn = await dying.host.send_message(sid, _msg("int_m", "enqueue"))
+        turn = await dying.host.submit(sid, _msg("int_m", "enqueue"))
         assert isinstance(turn, Accepted)
         eid, tid = turn.ids["execution_id"], turn.ids["turn_id"]
         rid = await park_for_input(dying, sid, eid, tid, options=options)
 
         store: Store = dying.store
-        resolve = store.resolve_input
+        commit = store._commit
 
-        async def resolve_then_die(*args: Any, **kwargs: Any) -> Any:
-            await resolve(*args, **kwargs)
-            raise _Crash
+        async def resolve_then_die(unit: Unit) -> Any:
+            results = await commit(unit)
+            if any(isinstance(op, ResolveInput) for op in unit.ops):
+                raise _Crash
+            return results
 
-        async def dead(*args: Any, **kwargs: Any) -> None:
-            return None  # a killed process abandons and completes nothing
-
-        monkeypatch.setattr(store, "resolve_input", resolve_then_die)
-        monkeypatch.setattr(store, "abandon", dead)
-        monkeypatch.setattr(store, "complete", dead)
+        monkeypatch.setattr(store, "_commit", resolve_then_die)
         answer = AnswerInput(intent_id="int_a", client_id="cli_a", request_id=rid, option_id="ok")
         with pytest.raises(_Crash):
-            await dying.host.answer_input(sid, answer)
+            await dying.host.submit(sid, answer)
 
         # The client retransmits to another (or the restarted) host: it gets the stored
         # acceptance at once, not "still in flight" until the key expires a day later.
-        again = await restarted.host.answer_input(sid, answer)
+        again = await restarted.host.submit(sid, answer)
         assert isinstance(again, Accepted), again
         assert again.ids == {"request_id": rid, "execution_id": eid}
         assert (await restarted.store.get_input_request(rid)).status == "resolved"
@@ -166,12 +165,12 @@ async def test_a_revocation_on_another_host_refuses_the_very_next_answer(
         host = SessionHost(store_a, Hub(store_a), clock=clock, grant_check=a.grant_problem)
         await host.registry.ensure_builtin("scripted:demo")
         actor = Actor(bob.principal_id, workspace, a.grant_for(bob_caller, workspace, model=None))
-        created = await host.create_session(
-            CreateSession(intent_id="int_s", client_id="c", title="t"), actor=actor
+        created = await host.submit(
+            None, CreateSession(intent_id="int_s", client_id="c", title="t"), actor=actor
         )
         assert isinstance(created, Accepted)
         sid = created.ids["session_id"]
-        turn = await host.send_message(sid, _msg("int_m"), actor=actor)
+        turn = await host.submit(sid, _msg("int_m"), actor=actor)
         assert isinstance(turn, Accepted)
         eid, tid = turn.ids["execution_id"], turn.ids["turn_id"]
         env = Env(store_a, host.hub, host, clock, None, a)  # type: ignore[arg-type]
@@ -184,7 +183,7 @@ async def test_a_revocation_on_another_host_refuses_the_very_next_answer(
             await b.remove_member(await b.authenticate("owner-token"), workspace, bob.principal_id)
 
         answer = AnswerInput(intent_id="int_a", client_id="cli_a", request_id=rid, option_id="ok")
-        refused = await host.answer_input(sid, answer, actor=Actor(owner.principal_id, workspace))
+        refused = await host.submit(sid, answer, actor=Actor(owner.principal_id, workspace))
         assert isinstance(refused, Rejected), refused
         assert refused.code == "grant_revoked" and change in refused.message
         assert (await store_a.get_execution(eid)).status == "revoked"

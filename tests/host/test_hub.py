@@ -159,3 +159,26 @@ async def test_an_append_during_the_hubs_read_is_delivered_without_another_wakeu
         later = [await asyncio.wait_for(anext(frames), 5) for _ in range(2)]
     follower.cancel()
     assert [f.seq for f in later] == [2, 3]
+
+
+async def test_what_this_process_committed_is_delivered_without_reading_it_back() -> None:
+    log = FakeLog()
+    log.append("s", 3)
+    hub = Hub(log)
+    async with hub.subscribe("s", after=0) as subscription:
+        stream = subscription.batches(heartbeat=0.05)
+        assert [f.seq for f in await anext(stream)] == [1, 2, 3]
+        reads = log.reads
+        log.append("s", 2)  # committed here: handed over as they are
+        await hub.publish("s", log.actions["s"][3:5])
+        assert [f.seq for f in await anext(stream)] == [4, 5]
+        assert log.reads == reads
+        # Another writer's action came between: what this process hands over does not
+        # continue the channel, so the Hub reads up to the log's end instead.
+        log.append("s", 2)
+        await hub.publish("s", log.actions["s"][6:7])
+        assert [f.seq for f in await anext(stream)] == [6, 7]
+        assert log.reads == reads + 1
+        # Already delivered (by the store's wake-up, say): nothing twice, nothing read.
+        await hub.publish("s", log.actions["s"][5:7])
+        assert log.reads == reads + 1

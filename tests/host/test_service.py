@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from opennua.host import SessionHost, rfc3339
+from opennua.host import SessionHost
 from opennua.protocol import (
     Accepted,
     AnswerInput,
@@ -46,7 +45,7 @@ async def _accept(result: Awaitable[IntentResult]) -> Accepted:
 
 
 async def _session(host: SessionHost, key: str = "int_s") -> str:
-    result = await host.create_session(CreateSession(intent_id=key, client_id="cli_a", title="t"))
+    result = await host.submit(None, CreateSession(intent_id=key, client_id="cli_a", title="t"))
     assert result.type == "accepted"
     return result.ids["session_id"]
 
@@ -56,13 +55,13 @@ async def test_create_session_is_idempotent(env: Env) -> None:
     assert await _session(env.host) == first
     assert len((await env.store.list_session_summaries()).items) == 1
     other = CreateSession(intent_id="int_s", client_id="cli_a", title="other")
-    reused = await env.host.create_session(other)
+    reused = await env.host.submit(None, other)
     assert reused.type == "rejected" and reused.code == "idempotency_key_reused"
 
 
 async def test_accepted_message_is_one_unit_with_deterministic_ids(env: Env) -> None:
     sid = await _session(env.host)
-    result = await _accept(env.host.send_message(sid, _msg("int_m")))
+    result = await _accept(env.host.submit(sid, _msg("int_m")))
     started, queued = (await env.host.history(sid, after=1))[:2]
     assert started["id"] == action_id(f"host:{sid}", "int_m/turn.started")
     assert started["ts"] == "2027-01-15T08:00:00.000Z"
@@ -72,21 +71,21 @@ async def test_accepted_message_is_one_unit_with_deterministic_ids(env: Env) -> 
     assert execution.deadline_at == env.clock() + 3600
     assert execution.trigger["kind"] == "message" and execution.trigger["client_id"] == "cli_a"
     # Replaying the intent returns the stored result and appends nothing.
-    assert await env.host.send_message(sid, _msg("int_m")) == result
+    assert await env.host.submit(sid, _msg("int_m")) == result
     assert len(await env.host.history(sid)) == 3
 
 
 async def test_rejections_are_not_stored_so_the_key_can_be_retried(env: Env) -> None:
     sid = await _session(env.host)
-    first = await _accept(env.host.send_message(sid, _msg("int_1")))
-    busy = await env.host.send_message(sid, _msg("int_2", if_busy="reject"))
+    first = await _accept(env.host.submit(sid, _msg("int_1")))
+    busy = await env.host.submit(sid, _msg("int_2", if_busy="reject"))
     assert busy.type == "rejected" and busy.code == "session_busy"
-    await env.host.cancel(sid, Cancel(intent_id="int_c", client_id="cli_a"))
+    await env.host.submit(sid, Cancel(intent_id="int_c", client_id="cli_a"))
     claimed = await env.store.claim("sup", env.clock(), 15)
     assert claimed is not None
     async with env.store.fenced(first.ids["execution_id"], claimed.epoch) as tx:
         tx.finish("cancelled", now=env.clock())
-    again = await env.host.send_message(sid, _msg("int_2", if_busy="reject"))
+    again = await env.host.submit(sid, _msg("int_2", if_busy="reject"))
     assert again.type == "accepted"
 
 
@@ -101,38 +100,74 @@ async def test_a_failure_before_commit_releases_the_key(
 
     monkeypatch.setattr(env.store, "transaction", broken)
     with pytest.raises(RuntimeError):
-        await env.host.send_message(sid, _msg("int_x"))
+        await env.host.submit(sid, _msg("int_x"))
     monkeypatch.setattr(env.store, "transaction", real)
-    assert (await env.host.send_message(sid, _msg("int_x"))).type == "accepted"
+    assert (await env.host.submit(sid, _msg("int_x"))).type == "accepted"
 
 
 async def test_cancel_unknown_or_idle(env: Env) -> None:
     sid = await _session(env.host)
-    idle = await env.host.cancel(sid, Cancel(intent_id="int_c1", client_id="cli_a"))
+    idle = await env.host.submit(sid, Cancel(intent_id="int_c1", client_id="cli_a"))
     assert idle.type == "rejected" and idle.code == "turn_not_active"
-    missing = await env.host.cancel(sid, Cancel(intent_id="int_c2", client_id="c", turn_id="trn_x"))
+    missing = await env.host.submit(sid, Cancel(intent_id="int_c2", client_id="c", turn_id="trn_x"))
     assert missing.type == "rejected" and missing.code == "not_found"
-    nowhere = await env.host.send_message("ses_nowhere", _msg("int_n"))
+    nowhere = await env.host.submit("ses_nowhere", _msg("int_n"))
     assert nowhere.type == "rejected" and nowhere.code == "not_found"
+
+
+async def test_the_person_a_client_answered_for_is_recorded_and_told_to_the_loser(
+    env: Env,
+) -> None:
+    # A CLI that lost to the chat bridge was told the bridge's client id, not that
+    # @alice answered in chat (issue 35).
+    options = [{"option_id": "ok", "name": "OK", "kind": "allow_once"}]
+    sid = await _session(env.host)
+    first = await _accept(env.host.submit(sid, _msg("int_1")))
+    rid = await park_for_input(
+        env, sid, first.ids["execution_id"], first.ids["turn_id"], options=options
+    )
+    chat = AnswerInput(
+        intent_id="int_chat",
+        client_id="cli_bridge",
+        request_id=rid,
+        option_id="ok",
+        on_behalf_of="@alice:example.org",
+    )
+    won = await _accept(env.host.submit(sid, chat))
+    cli = AnswerInput(intent_id="int_cli", client_id="cli_desk", request_id=rid, option_id="ok")
+    lost = await env.host.submit(sid, cli)
+    by = {
+        "client_id": "cli_bridge",
+        "principal_id": "prn_owner",
+        "on_behalf_of": "@alice:example.org",
+    }
+    assert isinstance(lost, Conflict) and lost.resolution["answered_by"] == by
+    _, state = await env.host.snapshot(sid)
+    assert state["turns"][-1]["input_requests"][rid]["answered_by"] == by
+    assert won.resolution is not None and won.resolution["answered_by"] == by
 
 
 async def test_answer_after_cancel_is_gone_and_conflict_is_replayed(env: Env) -> None:
     options = [{"option_id": "ok", "name": "OK", "kind": "allow_once"}]
     sid = await _session(env.host)
-    first = await _accept(env.host.send_message(sid, _msg("int_1")))
+    first = await _accept(env.host.submit(sid, _msg("int_1")))
     eid, tid = first.ids["execution_id"], first.ids["turn_id"]
     rid = await park_for_input(env, sid, eid, tid, options=options)
-    win = await env.host.answer_input(
+    win = await env.host.submit(
         sid, AnswerInput(intent_id="int_a1", client_id="cli_a", request_id=rid, option_id="ok")
     )
     assert win.type == "accepted"
     lose = AnswerInput(intent_id="int_a2", client_id="cli_b", request_id=rid, option_id="ok")
-    lost = await env.host.answer_input(sid, lose)
+    lost = await env.host.submit(sid, lose)
     assert isinstance(lost, Conflict)
-    assert lost.resolution["answered_by"] == {"client_id": "cli_a", "principal_id": "prn_owner"}
-    assert await env.host.answer_input(sid, lose) == lost
+    assert lost.resolution["answered_by"] == {
+        "client_id": "cli_a",
+        "principal_id": "prn_owner",
+        "on_behalf_of": None,
+    }
+    assert await env.host.submit(sid, lose) == lost
 
-    second = await _accept(env.host.send_message(sid, _msg("int_2")))
+    second = await _accept(env.host.submit(sid, _msg("int_2")))
     # Finish the first execution so the second can be claimed and parked.
     claimed = await env.store.claim("sup", env.clock(), 15)
     assert claimed is not None and claimed.execution.execution_id == eid
@@ -141,22 +176,22 @@ async def test_answer_after_cancel_is_gone_and_conflict_is_replayed(env: Env) ->
     rid2 = await park_for_input(
         env, sid, second.ids["execution_id"], second.ids["turn_id"], options=options
     )
-    await env.host.cancel(sid, Cancel(intent_id="int_c", client_id="cli_a"))
+    await env.host.submit(sid, Cancel(intent_id="int_c", client_id="cli_a"))
     assert (await env.store.get_input_request(rid2)).status == "cancelled"
     _, state = await env.host.snapshot(sid)
     assert state["open_input_requests"] == []
     late = AnswerInput(intent_id="int_a3", client_id="cli_a", request_id=rid2, option_id="ok")
-    gone = await env.host.answer_input(sid, late)
+    gone = await env.host.submit(sid, late)
     assert gone.type == "rejected" and gone.code == "gone"
     elsewhere = await _session(env.host, "int_s2")
     foreign = AnswerInput(intent_id="int_a4", client_id="c", request_id=rid2, option_id="ok")
-    wrong = await env.host.answer_input(elsewhere, foreign)
+    wrong = await env.host.submit(elsewhere, foreign)
     assert wrong.type == "rejected" and wrong.code == "not_found"
 
 
 async def test_retry_of_unknown_turn(env: Env) -> None:
     sid = await _session(env.host)
-    result = await env.host.retry_turn(sid, RetryTurn(intent_id="r", client_id="c", turn_id="t"))
+    result = await env.host.submit(sid, RetryTurn(intent_id="r", client_id="c", turn_id="t"))
     assert result.type == "rejected" and result.code == "not_found"
 
 
@@ -178,7 +213,7 @@ async def test_snapshot_is_stored_every_500_actions_and_equals_replay(env: Env) 
     assert seq == 601
     stored = await env.store.get_snapshot(sid)
     assert stored is not None and stored.seq == 601
-    await env.host.send_message(sid, _msg("int_m"))
+    await env.host.submit(sid, _msg("int_m"))
     seq, state = await env.host.snapshot(sid)
     assert seq == 603
     stored = await env.store.get_snapshot(sid)
@@ -193,7 +228,7 @@ async def test_snapshot_is_stored_every_500_actions_and_equals_replay(env: Env) 
 async def test_late_answer_after_the_deadline_sweep_is_gone(env: Env) -> None:
     options = [{"option_id": "ok", "name": "OK", "kind": "allow_once"}]
     sid = await _session(env.host)
-    sent = await _accept(env.host.send_message(sid, _msg("int_1")))
+    sent = await _accept(env.host.submit(sid, _msg("int_1")))
     rid = await park_for_input(
         env, sid, sent.ids["execution_id"], sent.ids["turn_id"], options=options
     )
@@ -201,7 +236,7 @@ async def test_late_answer_after_the_deadline_sweep_is_gone(env: Env) -> None:
     ended = await env.store.sweep_deadlines(env.clock(), lambda e, expired: [])
     assert [e.status for e, _ in ended] == ["deadline_exceeded"]
     late = AnswerInput(intent_id="int_a", client_id="cli_a", request_id=rid, option_id="ok")
-    result = await env.host.answer_input(sid, late)
+    result = await env.host.submit(sid, late)
     assert result.type == "rejected" and result.code == "gone"
 
 
@@ -210,7 +245,7 @@ async def test_concurrent_reject_messages_start_one_turn(env: Env) -> None:
 
     sid = await _session(env.host)
     results = await asyncio.gather(
-        *(env.host.send_message(sid, _msg(f"int_{i}", if_busy="reject")) for i in range(10))
+        *(env.host.submit(sid, _msg(f"int_{i}", if_busy="reject")) for i in range(10))
     )
     assert sorted(r.type for r in results) == ["accepted"] + ["rejected"] * 9
     assert len(await env.store.list_executions(sid)) == 1
@@ -232,18 +267,18 @@ def _report(key: str, status: str, attempts: int = 0, **extra: Any) -> ReportDel
 
 async def test_a_delivery_report_is_appended_once_and_closed_once_sent(env: Env) -> None:
     sid = await _session(env.host)
-    await _accept(env.host.report_delivery(sid, _report("int_d1", "pending")))
+    await _accept(env.host.submit(sid, _report("int_d1", "pending")))
     error = {"code": "unreachable", "message": "refused"}
     retrying = _report("int_d2", "retrying", 1, error=error, next_attempt_at="2027-01-15T08:00:02Z")
-    await _accept(env.host.report_delivery(sid, retrying))
+    await _accept(env.host.submit(sid, retrying))
     sent = _report("int_d3", "sent", 2, event_id="$ev")
-    await _accept(env.host.report_delivery(sid, sent))
+    await _accept(env.host.submit(sid, sent))
     # A retransmitted report is the stored result, not a second action.
-    await _accept(env.host.report_delivery(sid, sent))
+    await _accept(env.host.submit(sid, sent))
     actions = [a for a in await env.host.history(sid) if a["type"] == "delivery.updated"]
     assert [a["data"]["status"] for a in actions] == ["pending", "retrying", "sent"]
     assert actions[0]["client_id"] == "cli_bridge"
-    late = await env.host.report_delivery(sid, _report("int_d4", "retrying", 3))
+    late = await env.host.submit(sid, _report("int_d4", "retrying", 3))
     assert late.type == "rejected" and late.code == "delivery_closed"
     _, state = await env.host.snapshot(sid)
     delivery = state["deliveries"]["dlv_card"]
@@ -253,20 +288,5 @@ async def test_a_delivery_report_is_appended_once_and_closed_once_sent(env: Env)
 
 
 async def test_a_delivery_report_for_an_unknown_session_is_not_found(env: Env) -> None:
-    result = await env.host.report_delivery("ses_nope", _report("int_d", "pending"))
+    result = await env.host.submit("ses_nope", _report("int_d", "pending"))
     assert result.type == "rejected" and result.code == "not_found"
-
-
-@pytest.mark.parametrize(
-    ("now", "ts"),
-    [
-        (0.0, "1970-01-01T00:00:00.000Z"),
-        (1_800_000_000.1234, "2027-01-15T08:00:00.123Z"),
-        (1_000_000_000.9995, "2001-09-09T01:46:40.999Z"),
-        (253402300799.5, "9999-12-31T23:59:59.500Z"),
-    ],
-)
-def test_rfc3339_is_utc_with_milliseconds_truncated(now: float, ts: str) -> None:
-    assert rfc3339(now) == ts
-    moment = datetime.fromtimestamp(now, UTC)  # what it was spelled with before
-    assert ts == moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"

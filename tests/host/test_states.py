@@ -186,3 +186,34 @@ async def _stored(store: Store, session_id: str) -> Snapshot | None:
             return snapshot
         await asyncio.sleep(0.02)
     return None
+
+
+async def test_advance_folds_committed_actions_the_next_fold_does_not_read_back(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Host folds what this process's Supervisor committed as handed over; only the
+    log's tail after them is read. Actions that do not continue the state are left to
+    the next fold, which reads them."""
+    states = SessionStates(store)
+    await _session(store, "ses_adv", 3)
+    await _session(store, "ses_gap", 3)
+    for sid in ("ses_adv", "ses_gap"):
+        await states.fold(sid)
+        await store.append(sid, [_action(sid, n) for n in (3, 4, 5)])
+    handed = await store.read("ses_adv", 3)  # what the committing unit hands over
+    gap = (await store.read("ses_gap", 3))[1:]  # seq 5 onwards: 4 is missing
+
+    reads: list[tuple[str, int]] = []
+    read = store.read
+
+    async def counted(session_id: str, after: int = 0, limit: int = 1000) -> Any:
+        reads.append((session_id, after))
+        return await read(session_id, after, limit)
+
+    monkeypatch.setattr(store, "read", counted)
+    await states.advance("ses_adv", handed)
+    await states.advance("ses_gap", gap)
+    assert reads == []
+    assert (await states.fold("ses_adv"))["seq"] == 6
+    assert (await states.fold("ses_gap"))["seq"] == 6
+    assert reads == [("ses_adv", 6), ("ses_gap", 3)]

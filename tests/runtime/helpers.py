@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 from pathlib import Path
@@ -20,7 +21,9 @@ from opennua.runtime import (
     RuntimeEvent,
     Suspended,
     Tool,
+    ToolContext,
 )
+from opennua.runtime._sandbox import Sandbox, SandboxMode
 from opennua.runtime._tools import MemoryArtifacts
 from opennua.runtime.testing import InMemoryJournal, SimulatedCrash
 
@@ -38,13 +41,13 @@ class FakeClock:
         return self.t
 
 
-def make_env(workspace: Path, artifacts: MemoryArtifacts | None = None, **fields: Any) -> RunEnv:
+def make_env(workdir: Path, artifacts: MemoryArtifacts | None = None, **fields: Any) -> RunEnv:
     """A deterministic environment; `fields` override RunEnv's (sandbox, sleep, …)."""
     return RunEnv(
         **{
             "execution_id": EXECUTION,
             "root_run_id": ROOT_RUN,
-            "workspace": workspace,
+            "workdir": workdir,
             "ids": DerivedIds(EXECUTION, ms=MS),
             "artifacts": artifacts or MemoryArtifacts(),
             "clock": FakeClock(),
@@ -57,7 +60,7 @@ def make_env(workspace: Path, artifacts: MemoryArtifacts | None = None, **fields
 def make_loop(
     agent: AgentDefinition,
     journal: InMemoryJournal,
-    workspace: Path,
+    workdir: Path,
     model: Model,
     *,
     limits: Limits | None = None,
@@ -68,7 +71,7 @@ def make_loop(
     return AgentLoop(
         agent,
         journal,
-        make_env(workspace, artifacts, **(env or {})),
+        make_env(workdir, artifacts, **(env or {})),
         model=model,
         limits=limits,
         **kw,
@@ -212,3 +215,17 @@ def counting(tool: Tool, counter: dict[str, int]) -> Tool:
 
 def dumps(obj: Any) -> str:
     return json.dumps(obj, indent=1, sort_keys=True)
+
+
+def tool_context(workdir: Path, sandbox: SandboxMode | Sandbox = "bwrap") -> ToolContext:
+    """A tool's context in `workdir`, confined by `sandbox`."""
+    # No shell_env: the command gets the server's environment, scrubbed, as in `nua serve`.
+    return ToolContext(
+        workdir=workdir,
+        run_id="run_x",
+        tool_call_id="call_x",
+        idempotency_key="call_x",
+        artifacts=MemoryArtifacts(),
+        cancel=asyncio.Event(),
+        sandbox=sandbox if isinstance(sandbox, Sandbox) else Sandbox(sandbox),
+    )

@@ -17,7 +17,7 @@ from tests.runtime.helpers import drive, make_loop
 
 def _ctx(artifacts: MemoryArtifacts) -> ToolContext:
     return ToolContext(
-        workspace=Path("."),
+        workdir=Path("."),
         run_id="run_x",
         tool_call_id="call_x",
         idempotency_key="call_x",

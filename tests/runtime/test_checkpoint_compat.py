@@ -60,7 +60,7 @@ def _task(name: str, task: str) -> str:
 @tool("charge", kind="execute", requires_approval=True)
 def _charge(ctx: ToolContext, amount: int) -> str:
     """Charge the card."""
-    with (ctx.workspace / "charges.txt").open("a") as f:
+    with (ctx.workdir / "charges.txt").open("a") as f:
         f.write(f"{ctx.idempotency_key} {amount}\n")
     return f"charged {amount}"
 
@@ -102,15 +102,15 @@ def _limits(kind: str) -> Limits:
     return Limits(compact_min_bytes=1) if kind == "full" else Limits()
 
 
-async def _scenario(kind: str, workspace: Path) -> tuple[InMemoryJournal, dict[str, Answer]]:
+async def _scenario(kind: str, workdir: Path) -> tuple[InMemoryJournal, dict[str, Answer]]:
     """Run until the approval, then resume approved and die after `CRASH_AFTER[kind]`
     commits. Returns the journal as the dead process left it, and the answers."""
     journal = InMemoryJournal()
-    first = await make_loop(AGENT, journal, workspace, _model(), limits=_limits(kind)).run("go")
+    first = await make_loop(AGENT, journal, workdir, _model(), limits=_limits(kind)).run("go")
     assert isinstance(first, Suspended)
     answers = {first.request_ids[0]: Answer(option_id="allow_once")}
     dying = InMemoryJournal(crash_after=journal.commits + CRASH_AFTER[kind], _durable=journal._d)
-    loop = make_loop(AGENT, dying, workspace, _model(), limits=_limits(kind))
+    loop = make_loop(AGENT, dying, workdir, _model(), limits=_limits(kind))
     with pytest.raises(SimulatedCrash):
         await loop.run("go", answers=answers)
     return dying, answers
@@ -144,10 +144,10 @@ def _load(kind: str) -> tuple[InMemoryJournal, dict[str, Answer]]:
 
 
 async def _resume(
-    journal: InMemoryJournal, answers: dict[str, Answer], workspace: Path, kind: str
+    journal: InMemoryJournal, answers: dict[str, Answer], workdir: Path, kind: str
 ) -> tuple[Completed, list[dict[str, Any]]]:
     before = len(journal.log)
-    outcome = await make_loop(AGENT, journal, workspace, _model(), limits=_limits(kind)).run(
+    outcome = await make_loop(AGENT, journal, workdir, _model(), limits=_limits(kind)).run(
         "go", answers=answers
     )
     assert isinstance(outcome, Completed), outcome

@@ -28,6 +28,7 @@ from opennua.runtime._ops import (
     IssueOp,
     Op,
     PlanOp,
+    PromptOp,
     ResponseOp,
     ResultOp,
     RunOp,
@@ -91,6 +92,8 @@ def _ops() -> list[Op]:
         AnswerOp(run=ROOT, reason="tool_call", option_id="allow_once"),
         ResultOp(run=ROOT, part=_parts()[2], retries=1),
         FlushOp(run=ROOT),
+        PromptOp(run=ROOT, prompt="a Stop hook says: run the tests first"),
+        PromptOp(run=ROOT, prompt="the answer does not fit the schema", output_retry=True),
     ]
 
 
@@ -126,11 +129,12 @@ def test_steps_name_runs_by_index_and_replay_to_the_same_state() -> None:
             want.status,
             want.output,
         )
-        assert (got.usage, got.step, got.retries, got.calls) == (
+        assert (got.usage, got.step, got.retries, got.calls, got.output_retries) == (
             want.usage,
             want.step,
             want.retries,
             want.calls,
+            want.output_retries,
         )
     assert rebuilt.runs[ROOT].usage["cache_read_input_tokens"] == 4
     assert [c.name for c in rebuilt.runs[ROOT].calls] == []  # flushed
@@ -141,6 +145,8 @@ def test_steps_name_runs_by_index_and_replay_to_the_same_state() -> None:
     again = decode(full, [], snapshot_digest=DIGEST, root_run_id=ROOT)
     assert again.runs[ROOT].messages == live.runs[ROOT].messages
     assert again.runs[CHILD].plan == live.runs[CHILD].plan
+    # Only the schema retry counts: the Stop hook's prompt is not one.
+    assert again.runs[ROOT].output_retries == live.runs[ROOT].output_retries == 1
 
 
 def test_a_full_checkpoint_keeps_a_waiting_run_and_its_answer() -> None:

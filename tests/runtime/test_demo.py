@@ -20,13 +20,13 @@ GOLDEN = Path(__file__).parent / "golden" / "demo_events.json"
 PROMPT = "Write a short report about opennua."
 
 
-async def _uninterrupted(workspace: Path) -> tuple[Completed, InMemoryJournal, MemoryArtifacts]:
+async def _uninterrupted(workdir: Path) -> tuple[Completed, InMemoryJournal, MemoryArtifacts]:
     agent = default_agent("scripted:demo")
     artifacts = MemoryArtifacts()
     journal = InMemoryJournal()
 
     def make(j: InMemoryJournal):  # type: ignore[no-untyped-def]
-        return make_loop(agent, j, workspace, demo_model(), artifacts=artifacts)
+        return make_loop(agent, j, workdir, demo_model(), artifacts=artifacts)
 
     outcome, journal, _ = await drive(make, journal, PROMPT)
     assert isinstance(outcome, Completed)
@@ -130,3 +130,40 @@ async def test_demo_resume_from_every_step_boundary(tmp_path: Path) -> None:
         for name in ("write_file", "shell", "publish_artifact"):
             assert counts.get(name) == 1, (k, name, counts)
         assert (ws / "notes.md").read_text() == (reference_ws / "notes.md").read_text()
+
+
+@pytest.mark.usefixtures("broken_bwrap")
+async def test_the_demo_says_when_its_shell_step_did_not_run(tmp_path: Path) -> None:
+    # On a machine where no sandbox starts, the shell step fails; the demo says so plainly
+    # instead of telling the user it ran (issue 29, "the sandbox on a fresh machine").
+    agent = default_agent("scripted:demo")
+
+    def make(j: InMemoryJournal):  # type: ignore[no-untyped-def]
+        return make_loop(agent, j, tmp_path, demo_model())
+
+    outcome, journal, _ = await drive(make, InMemoryJournal(), PROMPT)
+    assert isinstance(outcome, Completed)
+    assert outcome.output.startswith(
+        "Done, except one step: the shell command did not run (shell is disabled: "
+        "bubblewrap cannot start: bwrap: No permissions to create a new namespace)"
+    )
+    assert "you approved" not in outcome.output
+    assert not (tmp_path / "checks.log").exists()
+    root = journal.log[0].run_id
+    plans = [e.data for e in journal.log if e.type == "plan.updated" and e.run_id == root]
+    last = plans[-1].entries  # type: ignore[attr-defined]
+    assert [e.status for e in last] == ["completed", "pending", "completed", "completed"]
+
+
+async def test_the_demo_says_when_its_shell_step_was_rejected(tmp_path: Path) -> None:
+    agent = default_agent("scripted:demo")
+
+    def make(j: InMemoryJournal):  # type: ignore[no-untyped-def]
+        return make_loop(agent, j, tmp_path, demo_model())
+
+    choices = {"tool_call": "reject_once", "confirmation": "retry"}
+    outcome, _, _ = await drive(make, InMemoryJournal(), PROMPT, choices)
+    assert isinstance(outcome, Completed)
+    assert outcome.output.startswith(
+        "Done, except one step: the shell command did not run (you did not approve it)"
+    )

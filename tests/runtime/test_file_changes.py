@@ -14,9 +14,9 @@ from opennua.runtime._diffs import DIFF_INLINE_LIMIT
 from opennua.runtime._tools import MemoryArtifacts
 
 
-def _ctx(workspace: Path, artifacts: MemoryArtifacts | None = None) -> ToolContext:
+def _ctx(workdir: Path, artifacts: MemoryArtifacts | None = None) -> ToolContext:
     return ToolContext(
-        workspace=workspace,
+        workdir=workdir,
         run_id="run_x",
         tool_call_id="call_x",
         idempotency_key="call_x",

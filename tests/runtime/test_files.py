@@ -25,9 +25,9 @@ from opennua.runtime.testing import InMemoryJournal, ScriptedModel, ScriptStep, 
 from tests.runtime.helpers import drive, make_loop
 
 
-def _ctx(workspace: Path) -> ToolContext:
+def _ctx(workdir: Path) -> ToolContext:
     return ToolContext(
-        workspace=workspace,
+        workdir=workdir,
         run_id="run_x",
         tool_call_id="call_x",
         idempotency_key="call_x",
@@ -36,9 +36,9 @@ def _ctx(workspace: Path) -> ToolContext:
     )
 
 
-async def _call(tool: Tool, workspace: Path, **args: object) -> object:
+async def _call(tool: Tool, workdir: Path, **args: object) -> object:
     """The tool as the loop calls it (sync and async tools alike)."""
-    return await tool.call(_ctx(workspace), dict(args))
+    return await tool.call(_ctx(workdir), dict(args))
 
 
 @contextmanager

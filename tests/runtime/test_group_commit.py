@@ -10,7 +10,7 @@ from pathlib import Path
 
 from opennua.protocol import actions as pa
 from opennua.runtime import (
-    CheckpointRecord,
+    CheckpointWrite,
     Completed,
     LedgerOp,
     RuntimeEvent,
@@ -35,12 +35,12 @@ class SlowJournal(InMemoryJournal):
         self.delay = delay
         self.gate = asyncio.Event()
         self.gate.set()
-        self.batches: list[tuple[list[RuntimeEvent], list[CheckpointRecord]]] = []
+        self.batches: list[tuple[list[RuntimeEvent], list[CheckpointWrite]]] = []
 
     async def commit(
         self,
         events: Sequence[RuntimeEvent],
-        checkpoints: Sequence[CheckpointRecord],
+        checkpoints: Sequence[CheckpointWrite],
         ledger: Sequence[LedgerOp] = (),
     ) -> None:
         await self.gate.wait()
@@ -139,8 +139,8 @@ async def test_the_queue_behind_a_stuck_commit_is_bounded(tmp_path: Path) -> Non
     assert isinstance(outcome, Completed) and len(runs) == 3 * MAX_QUEUED
 
 
-def _record(no: int, ops: str, full: bytes | None = None) -> CheckpointRecord:
-    return CheckpointRecord(no, b'{"v":2,"ops":[' + ops.encode() + b"]}", full)
+def _record(no: int, ops: str, full: bytes | None = None) -> CheckpointWrite:
+    return CheckpointWrite(no, b'{"v":2,"ops":[' + ops.encode() + b"]}", full)
 
 
 def test_merge_joins_steps_and_a_full_closes_its_record() -> None:
@@ -153,8 +153,8 @@ def test_merge_joins_steps_and_a_full_closes_its_record() -> None:
     events, records, ledger = merge_steps(steps)
     assert events == [] and ledger == [LedgerOp("start", "call_x")]
     assert records == [
-        CheckpointRecord(3, b'{"v":2,"ops":[{"op":"a"},{"op":"b"}]}', b"FULL3"),
-        CheckpointRecord(4, b'{"v":2,"ops":[{"op":"c"},{"op":"d"}]}', None),
+        CheckpointWrite(3, b'{"v":2,"ops":[{"op":"a"},{"op":"b"}]}', b"FULL3"),
+        CheckpointWrite(4, b'{"v":2,"ops":[{"op":"c"},{"op":"d"}]}', None),
     ]
     first = b'{"v":2,"digest":"sha256:x","ops":[{"op":"run"}]}'
     assert join_steps([first, b'{"v":2,"ops":[{"op":"y"}]}']) == (

@@ -8,7 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from opennua.runtime import Completed, Limits, Stopped, ToolContext, default_agent, tool
+from opennua.runtime import (
+    Completed,
+    Limits,
+    Sandbox,
+    SandboxMode,
+    Stopped,
+    ToolContext,
+    default_agent,
+    tool,
+)
 from opennua.runtime._builtins import BUILTIN_TOOLS
 from opennua.runtime._checkpoint import decode
 from opennua.runtime.testing import InMemoryJournal, ScriptedModel, ScriptStep, call
@@ -43,9 +52,9 @@ async def test_max_tokens(tmp_path: Path) -> None:
     assert outcome.error is not None and outcome.error.code == "max_tokens"
 
 
-@pytest.mark.parametrize("sandbox", ["bwrap", "none"])
+@pytest.mark.parametrize("sandbox", ["bwrap", "landlock", "none"])
 async def test_cancel_kills_the_tool_subprocess_and_ends_consistently(
-    tmp_path: Path, sandbox: str
+    tmp_path: Path, sandbox: SandboxMode
 ) -> None:
     agent = dataclasses.replace(
         default_agent("scripted:test"),
@@ -58,7 +67,7 @@ async def test_cancel_kills_the_tool_subprocess_and_ends_consistently(
     model = ScriptedModel([ScriptStep(calls=(call("shell", command=command),))])
     cancel = asyncio.Event()
     journal = InMemoryJournal()
-    loop = make_loop(agent, journal, tmp_path, model, env={"sandbox": sandbox})
+    loop = make_loop(agent, journal, tmp_path, model, env={"sandbox": Sandbox(sandbox)})
     task = asyncio.create_task(loop.run("x", cancel=cancel))
     for _ in range(500):
         if (tmp_path / "started").exists() and processes_running("sleep 30.416"):
@@ -72,8 +81,9 @@ async def test_cancel_kills_the_tool_subprocess_and_ends_consistently(
     assert processes_running("sleep 30.41") == []
     assert not (tmp_path / "finished").exists()
     last = [e.data for e in journal.log if e.type == "tool_call.updated"][-1]
-    assert last.status == "cancelled"  # type: ignore[attr-defined]
-    assert list(journal.ledger.values()) == ["unknown"]  # it may have had partial effects
+    # It may have had partial effects: shown `unknown`, as its ledger entry says.
+    assert last.status == "unknown"  # type: ignore[attr-defined]
+    assert list(journal.ledger.values()) == ["unknown"]
     assert all(r.status == "cancelled" for r in loop.state.runs.values())
 
 
@@ -122,3 +132,41 @@ async def test_completed_usage_is_rolled_up(tmp_path: Path) -> None:
         lambda j: make_loop(agent, j, tmp_path, model), InMemoryJournal(), "x"
     )
     assert isinstance(outcome, Completed) and outcome.usage["input_tokens"] > 0
+
+
+async def test_cancel_inside_a_subagent_ends_its_task_call_too(tmp_path: Path) -> None:
+    # The parent's `task` call was skipped when the turn stopped: `nua show` kept
+    # "◐ Run sub-agent … [in_progress]" under a cancelled turn (issue 35).
+    began = asyncio.Event()
+
+    @tool("wait_forever")
+    async def wait_forever(ctx: ToolContext) -> str:
+        began.set()
+        await asyncio.sleep(3600)
+        return "never"
+
+    agent = dataclasses.replace(
+        default_agent("scripted:test"), tools=(*BUILTIN_TOOLS, wait_forever)
+    )
+    model = ScriptedModel(
+        [ScriptStep(calls=(call("task", name="helper", task="wait"),))],
+        workers={"wait": [ScriptStep(calls=(call("wait_forever"),))]},
+    )
+    cancel = asyncio.Event()
+    journal = InMemoryJournal()
+    task = asyncio.create_task(make_loop(agent, journal, tmp_path, model).run("x", cancel=cancel))
+    await asyncio.wait_for(began.wait(), 5)
+    cancel.set()
+    outcome = await asyncio.wait_for(task, 5)
+    assert isinstance(outcome, Stopped) and outcome.stop_reason == "cancelled"
+    status: dict[str, str] = {}
+    for e in journal.log:
+        if e.type in ("tool_call.started", "tool_call.updated"):
+            status[e.data.tool_call_id] = getattr(e.data, "status", "pending")  # type: ignore[attr-defined]
+    names = {e.data.tool_call_id: e.data.name for e in journal.log if e.type == "tool_call.started"}  # type: ignore[attr-defined]
+    assert {names[c]: s for c, s in status.items()} == {
+        "task": "cancelled",
+        "wait_forever": "unknown",  # it was running: it may have taken effect
+    }
+    ended = [e.data.status for e in journal.log if e.type == "worker.ended"]  # type: ignore[attr-defined]
+    assert ended == ["cancelled"]

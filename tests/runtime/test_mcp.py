@@ -61,7 +61,7 @@ async def test_in_process_server_tools_run_in_the_loop(tmp_path: Path) -> None:
 async def test_stdio_subprocess_server(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
     server = McpServer(
-        "notes", command=sys.executable, args=(str(SERVER_SCRIPT), str(log)), prefix=True
+        "notes", command=sys.executable, args=(str(SERVER_SCRIPT), str(log)), prefix="notes"
     )
     agent = dataclasses.replace(default_agent("scripted:test"), mcp_servers=(server,))
     model = ScriptedModel(

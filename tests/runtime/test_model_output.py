@@ -103,7 +103,7 @@ async def test_the_turn_completes_on_a_real_store_and_writes_go_on(
         env = RunEnv(
             execution_id=EXECUTION,
             root_run_id=ROOT_RUN,
-            workspace=tmp_path,
+            workdir=tmp_path,
             ids=DerivedIds(EXECUTION, ms=MS),
         )
         loop = AgentLoop(default_agent("openai:gpt-4o-mini"), journal, env, model=_model(server))

@@ -10,7 +10,15 @@ from pathlib import Path
 import pytest
 from pydantic_ai.messages import ModelMessage, ModelResponse
 
-from opennua.runtime import Completed, Stopped, ToolContext, ToolError, default_agent, tool
+from opennua.runtime import (
+    Completed,
+    Sandbox,
+    Stopped,
+    ToolContext,
+    ToolError,
+    default_agent,
+    tool,
+)
 from opennua.runtime._builtins import edit_file, list_files, read_file, shell, write_file
 from opennua.runtime._files import confine
 from opennua.runtime._tools import MemoryArtifacts
@@ -18,9 +26,9 @@ from opennua.runtime.testing import InMemoryJournal, ScriptedModel, ScriptStep, 
 from tests.runtime.helpers import drive, make_loop
 
 
-def _ctx(workspace: Path, **kw: object) -> ToolContext:
+def _ctx(workdir: Path, **kw: object) -> ToolContext:
     return ToolContext(
-        workspace=workspace,
+        workdir=workdir,
         run_id="run_x",
         tool_call_id="call_x",
         idempotency_key="call_x",
@@ -85,7 +93,7 @@ async def test_shell_runs_in_workspace_with_a_scrubbed_environment(
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-secret")
     (tmp_path / "here.txt").write_text("x")
-    out = await shell.fn(_ctx(tmp_path, sandbox=sandbox), "ls; pwd; env")
+    out = await shell.fn(_ctx(tmp_path, sandbox=Sandbox(sandbox)), "ls; pwd; env")  # type: ignore[arg-type]
     lines = out.splitlines()
     assert lines[0] == "here.txt"  # cwd is the workspace
     # Under bubblewrap the workspace is /workspace: the host path is nobody's business.
@@ -107,7 +115,7 @@ async def test_shell_runs_in_workspace_with_a_scrubbed_environment(
 
 @pytest.mark.parametrize("sandbox", ["bwrap", "none"])
 async def test_shell_timeout_and_output_cap(tmp_path: Path, sandbox: str) -> None:
-    ctx = _ctx(tmp_path, sandbox=sandbox)
+    ctx = _ctx(tmp_path, sandbox=Sandbox(sandbox))  # type: ignore[arg-type]
     with pytest.raises(ToolError, match="timed out"):
         await shell.fn(ctx, "sleep 5", timeout_seconds=0.2)
     out = await shell.fn(ctx, "head -c 200000 /dev/zero | tr '\\0' a")

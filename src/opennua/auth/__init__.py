@@ -5,8 +5,19 @@ The policy (which role may do what, whether a grant holds) is pure and in `_poli
 object's workspace. See docs/auth.md.
 """
 
-from ._authority import DEFAULT_WORKSPACE, GRANT_TTL, Authority, Denied
-from ._policy import NEEDS, ROLES, Caller, Permission, Role, allows, grant_problem, may_assign
+from ._authority import GRANT_TTL, Authority
+from ._people import DEFAULT_WORKSPACE
+from ._policy import (
+    NEEDS,
+    ROLES,
+    Caller,
+    Denied,
+    Permission,
+    Role,
+    allows,
+    grant_problem,
+    may_assign,
+)
 from ._tokens import LEGACY_ID
 
 __all__ = [

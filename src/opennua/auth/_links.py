@@ -2,10 +2,14 @@
 one principal (through the token that asked for it) and one artifact.
 
 A link is `<payload>.<mac>`: the payload (base64url JSON: token id, principal id, artifact
-id, expiry, a random nonce) signed with a key derived from the token's stored hash — which
-no client ever sees — so an edited link opens nothing and revoking the token ends its
-links too. Pure: encoding and checking; `Authority` does the reads, the re-authorization
-and the single use (the nonce claimed once in the store).
+id, expiry, a random nonce) signed with a key derived from the server's secret key
+(`secret.key` / `NUA_SECRET_KEY`) — which neither a client nor a reader of the database
+ever sees — so an edited or forged link opens nothing. Revoking the token ends its links
+too: `Authority` checks the token again when a link is opened. Pure: encoding and
+checking; `Authority` does the reads, the re-authorization and the single use (the nonce
+claimed once in the store).
+
+The login cookie is MACed the same way (`cookie_mac`), under its own derived key.
 """
 
 from __future__ import annotations
@@ -29,21 +33,27 @@ class LinkClaims:
     nonce: str
 
 
-def _key(secret_hash: str) -> bytes:
-    return hashlib.sha256(f"opennua-download\x1f{secret_hash}".encode()).digest()
+def derive_key(server_key: bytes, purpose: str) -> bytes:
+    """One key per use of the server's secret, so that a MAC made for one (a download
+    link) is never valid as another (a login cookie)."""
+    return hmac.new(server_key, f"opennua {purpose} v1".encode(), hashlib.sha256).digest()
 
 
-def _mac(secret_hash: str, payload: str) -> str:
-    return hmac.new(_key(secret_hash), payload.encode(), hashlib.sha256).hexdigest()
+def _mac(key: bytes, payload: str) -> str:
+    return hmac.new(key, payload.encode(), hashlib.sha256).hexdigest()
 
 
-def encode_link(claims: LinkClaims, secret_hash: str) -> str:
+def cookie_mac(key: bytes, token_id: str, expires: str) -> str:
+    return _mac(key, f"{token_id}.{expires}")
+
+
+def encode_link(claims: LinkClaims, key: bytes) -> str:
     body = json.dumps(
         [claims.token_id, claims.principal_id, claims.artifact_id, claims.expires_at, claims.nonce],
         separators=(",", ":"),
     )
     payload = base64.urlsafe_b64encode(body.encode()).decode().rstrip("=")
-    return f"{payload}.{_mac(secret_hash, payload)}"
+    return f"{payload}.{_mac(key, payload)}"
 
 
 def decode_link(link: str) -> tuple[LinkClaims, str] | None:
@@ -63,5 +73,5 @@ def decode_link(link: str) -> tuple[LinkClaims, str] | None:
     return LinkClaims(token_id, principal_id, artifact_id, expires_at, nonce), payload
 
 
-def mac_matches(link: str, payload: str, secret_hash: str) -> bool:
-    return hmac.compare_digest(link.partition(".")[2].encode(), _mac(secret_hash, payload).encode())
+def mac_matches(link: str, payload: str, key: bytes) -> bool:
+    return hmac.compare_digest(link.partition(".")[2].encode(), _mac(key, payload).encode())

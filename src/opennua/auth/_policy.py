@@ -29,6 +29,16 @@ NEEDS: dict[Permission, Role] = {
 }
 
 
+class Denied(Exception):
+    """A refusal with its problem `code`: `unauthorized`/`token_*` (401), `not_found`
+    (404: the object is in a workspace the caller is not in), a 403 code otherwise."""
+
+    def __init__(self, code: str, detail: str) -> None:
+        super().__init__(detail)
+        self.code = code
+        self.detail = detail
+
+
 @dataclass(frozen=True, slots=True)
 class Caller:
     """Who a request comes from: a principal, by which token, with which roles."""
@@ -38,6 +48,9 @@ class Caller:
     name: str
     token_id: str
     roles: dict[str, Role] = field(default_factory=dict)
+    #: A server admin: creates and disables users, sees every principal. Not a role in
+    #: any workspace: it opens no workspace's objects by itself.
+    server_admin: bool = False
 
     def role_in(self, workspace_id: str | None) -> Role | None:
         return None if workspace_id is None else self.roles.get(workspace_id)

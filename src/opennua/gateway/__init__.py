@@ -7,8 +7,9 @@ audits every call. The caller's own token is never forwarded.
 """
 
 from ._audit import AuditLog
+from ._egress import EGRESS_PATH
 from ._proxy import PATH, Gateway
 from ._redact import Redactor
 from ._tickets import issue_ticket
 
-__all__ = ["PATH", "AuditLog", "Gateway", "Redactor", "issue_ticket"]
+__all__ = ["EGRESS_PATH", "PATH", "AuditLog", "Gateway", "Redactor", "issue_ticket"]

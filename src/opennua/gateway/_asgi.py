@@ -23,11 +23,18 @@ class Incoming:
     #: lower-case names (as ASGI gives them); a repeated header keeps its last value
     headers: dict[str, str]
     _receive: Receive
+    query: str = ""
 
     @classmethod
     def of(cls, scope: Scope, receive: Receive) -> Incoming:
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
-        return cls(scope["method"], scope["path"], headers, receive)
+        query = scope.get("query_string", b"").decode("latin-1")
+        return cls(scope["method"], scope["path"], headers, receive, query)
+
+    async def disconnected(self) -> None:
+        """Returns once the caller went away (a stream's end, from its side)."""
+        while (await self._receive())["type"] != "http.disconnect":
+            pass
 
     async def body(self, limit: int) -> bytes:
         chunks = []

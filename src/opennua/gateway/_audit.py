@@ -11,8 +11,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
+from typing import Any
 
-from opennua.store import AuditRecord, Store, StoreError
+from ulid import ULID
+
+from opennua.protocol.ids import prefixed
+from opennua.store import AuditRecord, GatewayStore, StoreError
 
 log = logging.getLogger("opennua.gateway")
 
@@ -23,9 +28,35 @@ log = logging.getLogger("opennua.gateway")
 AUDIT_INTERVAL = 0.25
 
 
+def audit_id(now: float) -> str:
+    return prefixed("audit", ULID.from_timestamp(now))
+
+
+def record_of(
+    call: dict[str, Any], outcome: str, code: str | None, started: float, now: float, **more: Any
+) -> AuditRecord:
+    """The audit record of what a request learnt of itself (`call`) and how it ended;
+    `started` is its `time.perf_counter()` at the start."""
+    return AuditRecord(
+        audit_id=audit_id(now),
+        at=now,
+        server=str(call.get("server", ""))[:200],
+        outcome=outcome,
+        code=code,
+        latency_ms=(time.perf_counter() - started) * 1000,
+        workspace_id=call.get("workspace_id"),
+        principal_id=call.get("principal_id"),
+        execution_id=call.get("execution_id"),
+        tool=call.get("tool"),
+        host=(str(call["host"])[:255] if call.get("host") else None),
+        credential=call.get("credential"),
+        **more,
+    )
+
+
 class AuditLog:
     def __init__(
-        self, store: Store, *, interval: float = AUDIT_INTERVAL, max_batch: int = 500
+        self, store: GatewayStore, *, interval: float = AUDIT_INTERVAL, max_batch: int = 500
     ) -> None:
         self._store = store
         self._interval = interval

@@ -23,45 +23,53 @@ transport accepts): every answer passes through the redaction whole.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 import json
 import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
+from urllib.parse import parse_qs, quote, urljoin, urlsplit
 
-import aiohttp
 from opentelemetry.trace import TracerProvider
 from starlette.types import Receive, Scope, Send
-from ulid import ULID
 
 from opennua.auth import ROLES, Role, grant_problem
 from opennua.secrets import SecretError, SecretKeyError, SecretStore
 from opennua.store import (
-    AuditRecord,
     Execution,
+    GatewayStore,
     GrantRecord,
     NotFound,
     PrincipalRecord,
     SealedSecret,
-    Store,
     StoreError,
     TokenRecord,
 )
 
 from . import _tickets
 from ._asgi import Incoming, Outgoing, json_out
-from ._audit import AUDIT_INTERVAL, AuditLog
-from ._redact import Redactor
-from ._resolve import Connection, Refusal, Resolver
+from ._audit import AUDIT_INTERVAL, AuditLog, record_of
+from ._egress import EGRESS_PATH, Egress
+from ._redact import REFUSED, Redactor
+from ._resolve import Connection, Refusal, Resolver, ResolverStore
 from ._spans import CallSpans
+
+
+class ProxyStore(ResolverStore, GatewayStore, Protocol):
+    """What the gateway checks every call against, resolves and audits."""
+
+
+if TYPE_CHECKING:
+    # Imported with the first upstream call (`_upstream_session`): `nua serve` answers
+    # HTTP sooner for not importing a client it may never use.
+    import aiohttp
 
 log = logging.getLogger("opennua.gateway")
 
 PATH = "/v1/gateway/mcp/"
-#: The JSON-RPC error code of a refused call (`data.code` says why; runtime/_mcp.py reads it).
-REFUSED = -32003
 MAX_BODY = 4 * 1024 * 1024
 #: The MCP streamable HTTP transport's own headers: the only ones forwarded each way.
 _FORWARD = ("content-type", "accept", "mcp-session-id", "mcp-protocol-version", "last-event-id")
@@ -80,7 +88,7 @@ class Gateway:
 
     def __init__(
         self,
-        store: Store,
+        store: ProxyStore,
         secrets: SecretStore,
         *,
         clock: Callable[[], float] = time.time,
@@ -108,6 +116,8 @@ class Gateway:
         self._opened: dict[tuple[str, str], _Opened] = {}
         #: (workspace_id, secret names) -> the values it redacts and the redactor
         self._redactors: dict[tuple[str, tuple[str, ...]], tuple[tuple[str, ...], Redactor]] = {}
+        #: The egress proxy: sandboxed code's connections, checked like a call (`_egress`).
+        self.egress = Egress(self.admit, self._resolver, self.audit, clock)
 
     async def aclose(self) -> None:
         await self.audit.aclose()
@@ -115,14 +125,17 @@ class Gateway:
             await self._upstream.close()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket" and scope["path"] == EGRESS_PATH:
+            await self.egress.over_websocket(scope, receive, send)
+            return
         if scope["type"] != "http":
             return
         response = await self._handle(Incoming.of(scope, receive))
-        await response.send(send)
+        await response.send(send)  # an SSE server's stream is relayed as it comes
 
     # -- one request -----------------------------------------------------------------------
 
-    async def _handle(self, request: Incoming) -> Outgoing:
+    async def _handle(self, request: Incoming) -> Outgoing | _EventStream:
         if not self._spans.enabled:
             return await self._answer(request, {}, {})
         start_ns = time.time_ns()
@@ -144,25 +157,27 @@ class Gateway:
 
     async def _answer(
         self, request: Incoming, call: dict[str, Any], message: dict[str, Any]
-    ) -> Outgoing:
+    ) -> Outgoing | _EventStream:
         """Check and forward one request; `call` and `message` are filled in with what
         was learnt of it (for its span)."""
         started = time.perf_counter()
-        server = request.path.removeprefix(PATH).strip("/")
+        server, sub = _server_of(request.path)
         call["server"] = server
         try:
-            if request.method == "GET":
+            if request.method == "GET" and sub != SSE_STREAM:
                 return _problem(405, "method_not_allowed", "no standalone stream: POST requests")
-            if request.method not in ("POST", "DELETE"):
+            if request.method not in ("GET", "POST", "DELETE"):
                 return _problem(405, "method_not_allowed", "POST or DELETE")
-            body = await request.body(MAX_BODY)
+            if sub not in ("", SSE_STREAM, SSE_MESSAGES):
+                return _problem(404, "not_found", f"no such path under {server}")
+            body = b"" if request.method == "GET" else await request.body(MAX_BODY)
             message.update(_message(body))
             if message.get("method") == "tools/call":
                 # The caller's text: what is not UTF-8 (a lone surrogate) would be refused
                 # by the store and hold up every audit record queued behind it.
                 name = str((message.get("params") or {}).get("name", ""))[:200]
                 call["tool"] = name.encode("utf-8", "replace").decode()
-            execution_id, epoch = await self._ticket(request)
+            execution_id, epoch = await self._ticket(request.headers.get("authorization", ""))
             call["execution_id"] = execution_id
             # One read per call once the session is known: the execution, its grant's
             # facts and the connection's sealed secrets (the connection is cached).
@@ -189,14 +204,17 @@ class Gateway:
                 connection = await self._resolver.connection(execution.session_id, server)
             call["host"] = connection.host
             tool = call.get("tool")
-            if tool is not None and not connection.policy.allows(f"{server}__{tool}"):
-                raise Refusal("tool_not_allowed", f"{server}__{tool} is not an allowed tool")
+            named = f"{connection.prefix}__{tool}"
+            if tool is not None and not connection.policy.allows(named):
+                raise Refusal("tool_not_allowed", f"{named} is not an allowed tool")
             call["credential"] = ",".join(c.secret for c in connection.credentials) or None
+            url = _target(connection, request, sub)
             values = await self._values(workspace_id, connection, facts.secrets)
             redact = self._redactor(workspace_id, values)
-            return await self._forward(
-                request, connection, body, message, values, redact, call, started
-            )
+            headers = self._headers(request, connection, values)
+            if request.method == "GET":
+                return _EventStream(self._session(), request, connection, headers, redact)
+            return await self._forward(request, url, body, message, headers, redact, call, started)
         except Refusal as refusal:
             self._audit(call, "refused", refusal.code, started)
             return _refused(refusal, message)
@@ -205,9 +223,25 @@ class Gateway:
             self._audit(call, "error", "unavailable", started)
             return _problem(503, "unavailable", "the gateway cannot check this call now")
 
-    async def _ticket(self, request: Incoming) -> tuple[str, int]:
-        """The execution and attempt (epoch) the request's ticket was issued to."""
-        scheme, _, ticket = request.headers.get("authorization", "").partition(" ")
+    async def admit(self, ticket: str, call: dict[str, Any]) -> Execution:
+        """The running execution `ticket` proves, its grant checked now, as for every MCP
+        request (the egress proxy's check of each connection); `call` is filled in."""
+        execution_id, epoch = await self._ticket(f"Bearer {ticket}")
+        call["execution_id"] = execution_id
+        try:
+            facts = await self._store.gateway_facts(execution_id, [])
+        except NotFound as exc:
+            raise Refusal("unauthorized", "unknown gateway ticket", 401) from exc
+        execution = facts.execution
+        call["principal_id"] = execution.principal_id
+        if execution.status != "running" or execution.epoch != epoch:
+            raise Refusal("execution_not_running", f"execution is {execution.status}")
+        await self._check_grant(execution, facts.grant, call)
+        return execution
+
+    async def _ticket(self, authorization: str) -> tuple[str, int]:
+        """The execution and attempt (epoch) the `Authorization` ticket was issued to."""
+        scheme, _, ticket = authorization.partition(" ")
         parsed = _tickets.parse(ticket.strip()) if scheme.lower() == "bearer" else None
         if parsed is None:
             raise Refusal("unauthorized", "a gateway ticket is required", 401)
@@ -296,7 +330,7 @@ class Gateway:
             del self._redactors[held]
 
     def _redactor(self, workspace_id: str, values: dict[str, str]) -> Redactor:
-        """The redactor of these values (building one JSON-escapes each value 6 ways)."""
+        """The redactor of these values (building one compiles a pattern per value)."""
         key = (workspace_id, tuple(values))
         held = self._redactors.get(key)
         current = tuple(values.values())
@@ -304,41 +338,54 @@ class Gateway:
             held = self._redactors[key] = (current, Redactor(values))
         return held[1]
 
-    async def _forward(
-        self,
-        request: Incoming,
-        connection: Connection,
-        body: bytes,
-        message: dict[str, Any],
-        values: dict[str, str],
-        redact: Redactor,
-        call: dict[str, Any],
-        started: float,
-    ) -> Outgoing:
+    def _headers(
+        self, request: Incoming, connection: Connection, values: dict[str, str]
+    ) -> dict[str, str]:
+        """The MCP transport's headers of the request, and the connection's credentials."""
         headers = {k: v for k in _FORWARD if (v := request.headers.get(k)) is not None}
         for ref in connection.credentials:
             value = ref.prefix + values[ref.secret]
             if not value.isascii() or "\n" in value or "\r" in value:
                 raise Refusal("secret_unusable", f"secret {ref.secret} cannot be an HTTP header")
             headers[ref.header] = value
+        return headers
+
+    def _session(self) -> aiohttp.ClientSession:
         if self._upstream is None:
             self._upstream = self._new_upstream()
+        return self._upstream
+
+    async def _forward(
+        self,
+        request: Incoming,
+        url: str,
+        body: bytes,
+        message: dict[str, Any],
+        headers: dict[str, str],
+        redact: Redactor,
+        call: dict[str, Any],
+        started: float,
+    ) -> Outgoing:
+        upstream = self._session()
+        import aiohttp  # loaded by now: the session is an aiohttp one
+
         try:
-            async with self._upstream.request(
-                request.method, connection.url, data=body, headers=headers, allow_redirects=False
+            async with upstream.request(
+                request.method, url, data=body, headers=headers, allow_redirects=False
             ) as answer:
                 raw = await answer.read()
         except (aiohttp.ClientError, TimeoutError) as exc:
             # Errors may name the request; the URL carries no credential, but the message
             # is redacted all the same.
             self._audit(call, "error", "upstream_unreachable", started)
-            return _problem(502, "upstream_unreachable", redact.text(f"{type(exc).__name__}"))
+            why = redact.text(f"{type(exc).__name__}: {exc}")
+            return _unreachable(message, f"the MCP server cannot be reached ({why})")
         except asyncio.CancelledError:
             # The caller gave up (a cancelled turn; in-process, its task is this one): the
             # request may have reached the service, so the call is audited all the same.
             self._audit(call, "error", "cancelled", started)
             raise
-        content = redact.bytes(raw)
+        content = redact.body(raw, answer.headers.get("content-type", ""))
         if message.get("method") == "tools/call":
             outcome, code = _outcome(answer.status, answer.headers, content, message.get("id"))
             self._audit(call, outcome, code, started)
@@ -347,23 +394,121 @@ class Gateway:
 
     def _audit(self, call: dict[str, Any], outcome: str, code: str | None, started: float) -> None:
         call["outcome"], call["code"] = outcome, code
-        now = self._clock()
-        self.audit.add(
-            AuditRecord(
-                audit_id=_audit_id(now),
-                at=now,
-                server=str(call.get("server", ""))[:200],
-                outcome=outcome,
-                code=code,
-                latency_ms=(time.perf_counter() - started) * 1000,
-                workspace_id=call.get("workspace_id"),
-                principal_id=call.get("principal_id"),
-                execution_id=call.get("execution_id"),
-                tool=call.get("tool"),
-                host=call.get("host"),
-                credential=call.get("credential"),
-            )
-        )
+        self.audit.add(record_of(call, outcome, code, started, self._clock()))
+
+
+#: An SSE server's stream (GET) and where its client posts messages, under
+#: `PATH{server}/`: the server's own message path and query (its `endpoint` event) travel
+#: in the `u` parameter.
+SSE_STREAM = "sse"
+SSE_MESSAGES = "messages"
+
+
+def _server_of(path: str) -> tuple[str, str]:
+    """The server a gateway path names, and an SSE server's `sse` or `messages` after it
+    (a server's name, URL-decoded, may hold a `/` of its own)."""
+    rest = path.removeprefix(PATH).strip("/")
+    name, _, last = rest.rpartition("/")
+    if name and last in (SSE_STREAM, SSE_MESSAGES):
+        return name, last
+    return rest, ""
+
+
+def _target(connection: Connection, request: Incoming, sub: str) -> str:
+    """Where a request for `connection` goes upstream. A streamable HTTP server has one
+    URL; an SSE server a stream (GET) and the message URL its stream named (POST to
+    `messages`), which must be on the server's own origin."""
+    if connection.transport != "sse":
+        if sub:
+            raise Refusal("not_found", f"{connection.server} is not an SSE server", 404)
+        return connection.url
+    if not sub:
+        raise Refusal("not_found", f"{connection.server} is an SSE server: GET its sse", 404)
+    if request.method == "GET" and sub == SSE_STREAM:
+        return connection.url
+    if request.method != "POST" or sub != SSE_MESSAGES:
+        raise Refusal("method_not_allowed", "an SSE server: GET its stream, POST messages", 405)
+    given = parse_qs(request.query).get("u", [""])[0]
+    url = urljoin(connection.url, given)
+    if not given or _origin(url) != _origin(connection.url):
+        raise Refusal("bad_request", "the message URL is not the SSE server's own", 400)
+    return url
+
+
+def _origin(url: str) -> tuple[str, str]:
+    parts = urlsplit(url)
+    return parts.scheme, parts.netloc.lower()
+
+
+@dataclass(slots=True)
+class _EventStream:
+    """An SSE server's stream, relayed event by event: each event's data redacted as a
+    JSON-RPC message is, and its `endpoint` (where to post messages) rewritten to the
+    gateway's `messages` path. It ends when either side does."""
+
+    upstream: aiohttp.ClientSession
+    request: Incoming
+    connection: Connection
+    headers: dict[str, str]
+    redact: Redactor
+    status_code: int = 200
+
+    async def send(self, send: Send) -> None:
+        import aiohttp
+
+        self.headers["accept"] = "text/event-stream"
+        try:
+            async with self.upstream.get(
+                self.connection.url, headers=self.headers, allow_redirects=False
+            ) as answer:
+                kind = answer.headers.get("content-type", "")
+                if answer.status != 200 or not kind.startswith("text/event-stream"):
+                    self.status_code = 502
+                    detail = f"the SSE server answered {answer.status} {kind}"
+                    await _problem(502, f"upstream_{answer.status}", detail).send(send)
+                    return
+                start = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-store")]
+                await send({"type": "http.response.start", "status": 200, "headers": start})
+                relay = asyncio.ensure_future(self._relay(answer.content, send))
+                gone = asyncio.ensure_future(self.request.disconnected())
+                try:
+                    await asyncio.wait((relay, gone), return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    for task in (relay, gone):
+                        task.cancel()
+                    await asyncio.gather(relay, gone, return_exceptions=True)
+                with contextlib.suppress(Exception):
+                    await send({"type": "http.response.body", "body": b"", "more_body": False})
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            self.status_code = 502
+            why = self.redact.text(type(exc).__name__)
+            await _problem(502, "upstream_unreachable", why).send(send)
+
+    async def _relay(self, content: aiohttp.StreamReader, send: Send) -> None:
+        lines: list[bytes] = []
+        async for raw in content:
+            line = raw.rstrip(b"\r\n")
+            if line:
+                lines.append(line)
+                continue
+            if lines:
+                event = self._event(lines)
+                lines = []
+                if event is not None:
+                    await send({"type": "http.response.body", "body": event, "more_body": True})
+
+    def _event(self, lines: list[bytes]) -> bytes | None:
+        text = b"\n".join(lines) + b"\n\n"
+        if b"event: endpoint" not in lines and b"event:endpoint" not in lines:
+            return self.redact.body(text, "text/event-stream")
+        data = b"".join(ln.partition(b":")[2].strip() for ln in lines if ln.startswith(b"data:"))
+        url = urljoin(self.connection.url, data.decode("utf-8", "replace"))
+        if _origin(url) != _origin(self.connection.url):
+            return None  # a message URL elsewhere is never offered to the caller
+        parts = urlsplit(url)
+        given = parts.path + (f"?{parts.query}" if parts.query else "")
+        own = f"{PATH}{self.connection.server}/{SSE_MESSAGES}?u={quote(given, safe='')}"
+        return f"event: endpoint\ndata: {own}\n\n".encode()
 
 
 @dataclass(frozen=True, slots=True)
@@ -375,6 +520,8 @@ class _Opened:
 
 
 def _upstream_session() -> aiohttp.ClientSession:
+    import aiohttp
+
     # No total limit: a tool call may stream for minutes; connecting and each read are
     # bounded instead. The caller's cookies are never kept (the jar is a dummy).
     timeout = aiohttp.ClientTimeout(total=None, connect=30.0, sock_read=300.0)
@@ -383,10 +530,6 @@ def _upstream_session() -> aiohttp.ClientSession:
         cookie_jar=aiohttp.DummyCookieJar(),
         skip_auto_headers=("Content-Type",),  # forwarded as the caller sent it, or not at all
     )
-
-
-def _audit_id(now: float) -> str:
-    return f"aud_{ULID.from_timestamp(now)}"
 
 
 def _message(body: bytes) -> dict[str, Any]:
@@ -437,6 +580,19 @@ def _messages(content_type: str, content: bytes) -> list[dict[str, Any]]:
 def _problem(status: int, code: str, detail: str) -> Outgoing:
     body = {"type": "about:blank", "title": code, "status": status, "detail": detail, "code": code}
     return json_out(body, status, "application/problem+json")
+
+
+def _unreachable(message: dict[str, Any], detail: str) -> Outgoing:
+    """A JSON-RPC request gets a JSON-RPC error saying why (the MCP client reports an HTTP
+    error only as "Server returned an error response"); anything else a problem."""
+    if "id" in message and "method" in message:
+        error = {
+            "code": REFUSED,
+            "message": f"gateway: upstream_unreachable: {detail}",
+            "data": {"code": "upstream_unreachable"},
+        }
+        return json_out({"jsonrpc": "2.0", "id": message["id"], "error": error})
+    return _problem(502, "upstream_unreachable", detail)
 
 
 def _refused(refusal: Refusal, message: dict[str, Any]) -> Outgoing:

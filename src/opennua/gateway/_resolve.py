@@ -10,11 +10,24 @@ per process.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 from urllib.parse import urlsplit
 
-from opennua.host import CredentialRef, DeploymentSpec, Registry, remote_urls
+from opennua.host import (
+    CredentialRef,
+    DeploymentSpec,
+    EgressRule,
+    Registry,
+    parse_rules,
+    remote_urls,
+)
 from opennua.plugins import AccessPolicy
-from opennua.store import NotFound, Store
+from opennua.store import AuthStore, FileStore, LogStore, NotFound, RegistryStore, SealedSecretStore
+
+
+class ResolverStore(LogStore, FileStore, RegistryStore, AuthStore, SealedSecretStore, Protocol):
+    """What resolving an execution's deployment reads: its session and the registry's
+    facts (a host `Registry` over the same roles)."""
 
 
 class Refusal(Exception):
@@ -30,10 +43,15 @@ class Refusal(Exception):
 @dataclass(frozen=True, slots=True)
 class Connection:
     server: str
+    #: What the model calls the server's tools by (`<prefix>__<tool>`): the name the
+    #: access policy's patterns match.
+    prefix: str
     url: str
     host: str
     policy: AccessPolicy
     credentials: tuple[CredentialRef, ...]
+    #: How the server speaks: streamable HTTP, or HTTP+SSE (a stream, and a message URL).
+    transport: str = "http"
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,19 +59,30 @@ class _Resolved:
     plugin: str
     policy: AccessPolicy
     urls: dict[str, str]
+    prefixes: dict[str, str]
     credentials: tuple[CredentialRef, ...]
+    egress: tuple[EgressRule, ...] = ()
+    transports: dict[str, str] | None = None
 
 
 class Resolver:
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: ResolverStore) -> None:
         self._store = store
         self._registry = Registry(store)
         self._sessions: dict[str, _Resolved] = {}
 
-    async def connection(self, session_id: str, server: str) -> Connection:
+    async def egress(self, session_id: str) -> tuple[EgressRule, ...]:
+        """The deployment's egress list for sandboxed code (the plugin's is a request)."""
+        return (await self._resolved(session_id)).egress
+
+    async def _resolved(self, session_id: str) -> _Resolved:
         resolved = self._sessions.get(session_id)
         if resolved is None:
             resolved = self._sessions[session_id] = await self._resolve(session_id)
+        return resolved
+
+    async def connection(self, session_id: str, server: str) -> Connection:
+        resolved = await self._resolved(session_id)
         url = resolved.urls.get(server)
         if url is None:
             raise Refusal(
@@ -68,7 +97,13 @@ class Resolver:
             )
         refs = tuple(c for c in resolved.credentials if c.server == server)
         return Connection(
-            server=server, url=url, host=host, policy=resolved.policy, credentials=refs
+            server=server,
+            prefix=resolved.prefixes.get(server, server),
+            url=url,
+            host=host,
+            policy=resolved.policy,
+            credentials=refs,
+            transport=(resolved.transports or {}).get(server, "http"),
         )
 
     async def _resolve(self, session_id: str) -> _Resolved:
@@ -89,5 +124,8 @@ class Resolver:
             plugin=session.plugin,
             policy=plugin.settings.access,
             urls=remote_urls(plugin, spec),
+            prefixes={s.name: s.prefix for s in plugin.mcp_servers},
             credentials=tuple(spec.credentials),
+            egress=parse_rules(spec.egress),
+            transports={s.name: s.transport for s in plugin.mcp_servers},
         )

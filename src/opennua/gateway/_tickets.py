@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 
-from opennua.store import Store
+from opennua.store import GatewayStore
 
 PREFIX = "gwt"
 
@@ -34,7 +34,7 @@ def digest(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
-async def issue_ticket(store: Store, execution_id: str, epoch: int, now: float) -> str:
+async def issue_ticket(store: GatewayStore, execution_id: str, epoch: int, now: float) -> str:
     """A ticket for the attempt at ``epoch`` of ``execution_id`` (it replaces the
     execution's earlier one). Any process on the store may issue: a supervisor needs
     neither the gateway nor the secret key for it."""

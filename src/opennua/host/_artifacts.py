@@ -14,20 +14,24 @@ import asyncio
 import hashlib
 import weakref
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
-from opennua.protocol.actions import PROTOCOL_VERSION
+from opennua.protocol import envelope, timestamp
 from opennua.protocol.state import Artifact, SessionState
-from opennua.store import ArtifactRecord, NotFound, Store, Unavailable
+from opennua.store import ArtifactRecord, FileStore, LogStore, NotFound, Unavailable
 
-from ._inputs import Clock, Ids, rfc3339
+from ._inputs import Clock, Ids
 from ._states import SessionStates
+
+
+class RetryStore(LogStore, FileStore, Protocol):
+    """What retrying an artifact writes to: the session's log and the blobs."""
 
 
 class ArtifactRetries:
     def __init__(
         self,
-        store: Store,
+        store: RetryStore,
         states: SessionStates,
         *,
         clock: Clock,
@@ -108,18 +112,14 @@ class ArtifactRetries:
         data: dict[str, Any] = {"artifact_id": artifact["artifact_id"], "state": to}
         if error is not None:
             data["error"] = {"code": error[0], "message": error[1][:2000]}
-        return {
-            "v": PROTOCOL_VERSION,
-            "session_id": session_id,
-            "id": self._ids("action"),
-            "type": "artifact.updated",
-            "ts": rfc3339(self._clock()),
-            "turn_id": artifact["turn_id"],
-            "run_id": None,
-            "client_id": None,
-            "intent_id": None,
-            "data": data,
-        }
+        return envelope(
+            session_id,
+            self._ids("action"),
+            "artifact.updated",
+            timestamp(self._clock()),
+            data,
+            turn_id=artifact["turn_id"],
+        )
 
 
 def _content(state: SessionState, artifact: Artifact) -> bytes | None:

@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import json
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -73,11 +73,19 @@ class Subscriber:
     frames: deque[Frame] = field(default_factory=deque)
     queued_bytes: int = 0
     overflowed: bool = False
+    #: Its reader may no longer read (a revocation): its stream ends, delivering nothing more.
+    stopped: bool = False
     wakeup: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def stop(self) -> None:
+        self.stopped = True
+        self.frames.clear()
+        self.queued_bytes = 0
+        self.wakeup.set()
 
     def offer(self, frame: Frame) -> bool:
         """Queue without blocking; False when this overflowed the bound (queue dropped)."""
-        if self.overflowed or frame.seq <= self.last_seq:
+        if self.overflowed or self.stopped or frame.seq <= self.last_seq:
             return True
         self.last_seq = frame.seq
         self.frames.append(frame)
@@ -98,7 +106,8 @@ class Subscriber:
         Draining in one go lets a transport write a burst as one message: at 1,000
         actions/s to 100 subscribers, per-frame writes (and a task per wait) were the cost.
         """
-        if not self.frames:
+        if not self.frames and not self.stopped:
+            # No await between the check and the clear: a stop() is never missed.
             self.wakeup.clear()
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(wait_seconds):
@@ -214,6 +223,23 @@ class Hub:
         if channel is not None:
             await self._pull(session_id, channel)
 
+    async def publish(self, session_id: str, actions: Sequence[dict[str, Any]]) -> None:
+        """Deliver actions this process just committed (with their seqs, in seq order)
+        without reading them back. When they do not continue the channel (another
+        writer's actions came between), read up to the log's end instead; the store's
+        wake-up for them finds them delivered."""
+        channel = self._channels.get(session_id)
+        if channel is None or not actions:
+            return
+        async with channel.lock:
+            first = actions[0]["seq"]
+            if first == channel.frontier + 1 and all(
+                action["seq"] == first + i for i, action in enumerate(actions)
+            ):
+                self._deliver(channel, actions)
+            elif actions[-1]["seq"] > channel.frontier:
+                await self._advance(session_id, channel)
+
     async def _pull(self, session_id: str, channel: _Channel) -> None:
         async with channel.lock:
             await self._advance(session_id, channel)
@@ -222,18 +248,22 @@ class Hub:
         """Read the channel up to the log's end (the caller holds its lock)."""
         while True:
             page = await self._log.read(session_id, channel.frontier, PAGE)
-            for action in page:
-                frame = Frame("action", action["seq"], encode(action))
-                channel.remember(frame)
-                channel.frontier = frame.seq
-                for subscriber in list(channel.subscribers):
-                    if subscriber.offer(frame):
-                        self.stats.delivered += 1
-                    else:
-                        self.stats.resyncs += 1
-                        channel.subscribers.pop(subscriber, None)
+            self._deliver(channel, page)
             if len(page) < PAGE:
                 return
+
+    def _deliver(self, channel: _Channel, actions: Sequence[dict[str, Any]]) -> None:
+        """Offer the channel's next actions to its subscribers (the caller holds its lock)."""
+        for action in actions:
+            frame = Frame("action", action["seq"], encode(action))
+            channel.remember(frame)
+            channel.frontier = frame.seq
+            for subscriber in list(channel.subscribers):
+                if subscriber.offer(frame):
+                    self.stats.delivered += 1
+                else:
+                    self.stats.resyncs += 1
+                    channel.subscribers.pop(subscriber, None)
 
     def _history(self, channel: _Channel) -> Callable[[str, int, int], Awaitable[list[Frame]]]:
         async def read(session_id: str, after: int, until: int) -> list[Frame]:
@@ -323,22 +353,30 @@ class FrameStream:
         self._history = history
         self._stats = stats
 
+    def stop(self) -> None:
+        """End this stream at once: `batches` returns without another frame (its reader
+        may no longer read the session: docs/auth.md, "What a revocation ends")."""
+        self._subscriber.stop()
+
     @property
     def queued(self) -> tuple[int, int]:
         """(frames, bytes) waiting for this subscriber: bounded by the Hub's limits."""
         return len(self._subscriber.frames), self._subscriber.queued_bytes
 
     async def batches(self, heartbeat: float = 15.0) -> AsyncIterator[list[Frame]]:
-        """Non-empty batches as frames arrive, and [] after `heartbeat` seconds of quiet."""
+        """Non-empty batches as frames arrive, and [] after `heartbeat` seconds of quiet;
+        ends after `resync`, and at once after `stop`."""
         session_id = self._subscriber.session_id
         while self._cursor < self._history_until:
             page = await self._history(session_id, self._cursor, self._history_until)
-            if not page:
+            if not page or self._subscriber.stopped:
                 break
             yield page
             self._cursor = page[-1].seq
         while True:
             batch = await self._subscriber.take(heartbeat)
+            if self._subscriber.stopped:
+                return
             yield batch
             if batch and batch[-1].kind == "resync":
                 return

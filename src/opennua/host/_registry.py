@@ -5,6 +5,8 @@ deployment must satisfy, and how a session's execution snapshot is resolved
 Files are uploaded to the blob store first (content-addressed, so a re-publish uploads
 only what changed); a publish then names them by path and sha256. Everything is checked
 before the one store write that makes the version visible.
+
+Which contents a publish may name, and their upload, are `_plugin_files`'s.
 """
 
 from __future__ import annotations
@@ -20,31 +22,54 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Protocol
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
+from opennua.host._egress import EgressRule
 from opennua.plugins import (
+    MANIFEST,
     MAX_FILE_BYTES,
     MAX_FILES,
+    MAX_TOTAL_BYTES,
     Plugin,
     PluginError,
+    Problem,
+    UndefinedVariable,
     builtin_plugin_root,
+    expand_variables,
+    never_published,
     read_plugin,
+    undefined_variables,
+    unmapped_aliases,
+    unsupported_tool,
 )
+from opennua.protocol.intents import NAME_PATTERN
 from opennua.store import (
+    AuthStore,
     ChannelMove,
     DeploymentRecord,
+    FileStore,
     InvalidInput,
     NotFound,
     PluginFile,
     PluginVersion,
-    Store,
+    RegistryStore,
+    SealedSecretStore,
     Visibility,
     WriteConflict,
     channel_target,
 )
+
+from ._plugin_files import DEFAULT_WORKSPACE_QUOTA, PluginFiles
+from ._refused import Refused
+
+
+class RegistrySources(FileStore, RegistryStore, AuthStore, SealedSecretStore, Protocol):
+    """What the registry checks and writes: versions, channels, deployments and their
+    files, who may publish, and the secrets a deployment names."""
+
 
 DEFAULT_DEPLOYMENT = "default"
 #: A deployment's `principal_id` from before principals: the workspace's owner.
@@ -52,19 +77,7 @@ OWNER_PLACEHOLDER = "prn_owner"
 DEFAULT_CHANNEL = "stable"
 log = logging.getLogger("opennua.host")
 
-_NAME = r"^[a-z0-9][a-z0-9._-]{0,63}$"
-Name = Annotated[str, StringConstraints(pattern=_NAME)]
-
-
-class Refused(Exception):
-    """A registry request that breaks a rule; ``code`` is the problem code clients see."""
-
-    def __init__(self, code: str, detail: str, **extra: Any) -> None:
-        super().__init__(detail)
-        self.code = code
-        self.detail = detail
-        #: More problem fields (`file`, `line` of a plugin error).
-        self.extra = extra
+Name = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
 
 
 # -- digests -------------------------------------------------------------------------------
@@ -99,12 +112,14 @@ class ToolOverride(_Spec):
     url: Annotated[str, StringConstraints(pattern=r"^https?://[!-~]+$")] | None = None
     command: str | None = None
     args: list[str] | None = None
+    #: The turn fails when this server cannot start (by default it goes on without it).
+    required: bool | None = None
 
 
 #: A secret's name (opennua.secrets.NAME_PATTERN; the Host does not import the secrets).
 SecretName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
-#: An MCP server's name as `.mcp.json` spells it (letters, digits, `-`, single `_`).
-ServerName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9-]+(?:_[A-Za-z0-9-]+)*$")]
+#: An MCP server's name as `.mcp.json` spells it (`"google calendar"`): one line of text.
+ServerName = Annotated[str, StringConstraints(pattern=r"^[^\x00-\x1f\x7f]{1,128}$")]
 
 
 class CredentialRef(_Spec):
@@ -126,6 +141,27 @@ class SandboxSecret(_Spec):
     secret: SecretName
 
 
+#: A `provider:model` string, as `model` takes it.
+ModelName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9_-]+:\S+$", max_length=200)]
+#: A variable `${NAME}` in `.mcp.json` may name (the shell's rule).
+EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")]
+AliasName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9._-]{0,63}$")]
+
+
+def _egress_entry(text: str) -> str:
+    EgressRule.parse(text)  # EgressRuleError is a ValueError: a validation error
+    return text.strip()
+
+
+#: `HOST:PORT` (host/_egress.py): where sandboxed code may connect through the proxy.
+EgressEntry = Annotated[
+    str,
+    # The shape only (printable ASCII, as for a URL); what it means is checked by parsing.
+    StringConstraints(pattern=r"^[!-~]+:[0-9]{1,5}(-[0-9]{1,5})?$", max_length=300),
+    AfterValidator(_egress_entry),
+]
+
+
 class DeploymentSpec(_Spec):
     """What `PUT /v1/deployments/{name}` and `nua deploy` take. At most one of `channel`
     and `version`; neither means the `stable` channel."""
@@ -139,7 +175,17 @@ class DeploymentSpec(_Spec):
     plugin: Name
     channel: Name | None = None
     version: str | None = None
-    model: Annotated[str, StringConstraints(pattern=r"^[a-z0-9_-]+:\S+$", max_length=200)]
+    model: ModelName
+    #: What a sub-agent's `model: opus|sonnet|haiku` means here (Claude Code's aliases);
+    #: an alias left out takes the default for the model's provider (`plugins._aliases`).
+    model_aliases: dict[AliasName, ModelName] = Field(default_factory=dict, max_length=32)
+    #: What `${NAME}` in the plugin's `.mcp.json` names (not secrets: they are
+    #: `sandbox_env` or `credentials`). Shown to whoever may read the deployment.
+    #: A value holds no NUL: no process environment can carry one (it would fail the
+    #: server's start at every turn instead of the save here).
+    env: dict[
+        EnvName, Annotated[str, StringConstraints(max_length=4096, pattern=r"^[^\x00]*$")]
+    ] = Field(default_factory=dict, max_length=128)
     #: The execution principal of automated turns (schedules, hooks), and of every turn
     #: when `run_as` is `principal`. `prn_owner`: the owner of the deployment's workspace.
     principal_id: str = OWNER_PLACEHOLDER
@@ -156,12 +202,24 @@ class DeploymentSpec(_Spec):
     sandbox_env: list[SandboxSecret] = Field(default_factory=list, max_length=64)
     sandbox_env_confirmed: bool = False
     limits: DeploymentLimits = Field(default_factory=DeploymentLimits)
+    #: Where sandboxed code (`shell`, stdio MCP servers) may connect, through the egress
+    #: proxy: `HOST:PORT` entries. Empty: no network at all. Saved by admins only (as
+    #: every deployment), so naming a private address is an admin's decision; the
+    #: plugin's own `egress` is a request shown beside it, never enforced for this.
+    egress: list[EgressEntry] = Field(default_factory=list, max_length=128)
 
 
 def deployment_digest(name: str, spec: DeploymentSpec, workspace_id: str | None = None) -> str:
     # The workspace is part of what a configuration is: the same spec saved in two
     # workspaces is two configurations (each readable by its digest from its own).
     doc = {"name": name, **spec.model_dump(mode="json")}
+    # A deployment from before these fields keeps its digest.
+    for key in ("egress", "model_aliases", "env"):
+        if not doc[key]:
+            del doc[key]
+    for tool in doc["tools"].values():
+        if not tool["required"]:
+            del tool["required"]
     if workspace_id is not None:
         doc["workspace_id"] = workspace_id
     return _json_digest(doc)
@@ -209,8 +267,8 @@ class Published:
     version: PluginVersion
     #: False: this exact version was already published (the same digest).
     created: bool
-    #: Components opennua does not run (`commands/`, `hooks/`), reported at publish.
-    ignored: tuple[str, ...] = ()
+    #: The plugin's warnings and the features opennua does not run, said at publish.
+    problems: tuple[Problem, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -255,12 +313,26 @@ def _hidden(kind: str, key: str) -> Refused:
 
 
 class Registry:
-    def __init__(self, store: Store, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        store: RegistrySources,
+        *,
+        clock: Callable[[], float] = time.time,
+        workspace_quota: int | None = DEFAULT_WORKSPACE_QUOTA,
+        priced: Callable[[str], bool] | None = None,
+    ) -> None:
+        """`priced(model)`: whether a cost limit can be enforced for that model (the
+        runtime's `model_priced`); None: not checked."""
         self.store = store
         self._clock = clock
+        self._priced = priced
+        #: Uploads of plugin files, and which ones a scope may name.
+        self.files = PluginFiles(store, clock=clock, workspace_quota=workspace_quota)
         self._specs: dict[str, DeploymentSpec] = {}
         self._versions: dict[tuple[str, str], PluginVersion] = {}
-        self._plugins: dict[str, Plugin] = {}
+        #: (name, version, digest) -> the version as read (a version without a manifest
+        #: takes its name and version from the publish, not from its bytes).
+        self._plugins: dict[tuple[str, str, str], Plugin] = {}
 
     async def publish(
         self,
@@ -268,32 +340,52 @@ class Registry:
         *,
         scope: Scope | None = None,
         visibility: Visibility = "workspace",
+        name: str | None = None,
+        version: str | None = None,
     ) -> Published:
         """Register the uploaded files as one version, checked by the plugin format's own
         reader (the same rules as `nua plugin validate`), so what is published runs. It
         belongs to the scope's workspace (visible there, or to its publisher only when
-        `private`); the server's own publish (no scope) is server-wide."""
+        `private`); the server's own publish (no scope) is server-wide. `name` and
+        `version`: the publisher's, where the manifest does not say them (a version
+        neither gives is derived from the content)."""
+        # Everything the listing says is checked before a byte is read or written: its
+        # count and sizes, that the scope may name each content, and its size.
         _check_listing(files)
-        missing = [f.path for f in files if not await self.store.blobs.exists(f.sha256)]
-        if missing:
-            # The request is well formed; the server's state lacks what it names.
-            raise Refused("files_missing", f"{missing[0]}: its content was not uploaded first")
+        sizes = await self.files.reachable(scope, {f.sha256 for f in files})
+        for f in files:
+            if f.sha256 not in sizes:
+                # The request is well formed; the server's state lacks what it names (also
+                # when another workspace has those bytes: that is not for this one to know).
+                raise Refused("files_missing", f"{f.path}: its content was not uploaded first")
+            if sizes[f.sha256] not in (None, f.size):
+                raise _wrong_size(f)
+        if name is None and not any(f.path == MANIFEST for f in files):
+            raise Refused(
+                "invalid_plugin",
+                f"no {MANIFEST}: give the plugin's name (`name`; nua plugin publish sends "
+                "its directory's)",
+                file=MANIFEST,
+            )
         with tempfile.TemporaryDirectory(prefix="nua-publish-") as staging:
-            root = Path(staging)
+            root = Path(staging) / "plugin"
             for f in files:
                 data = await self.store.blobs.read(f.sha256)
                 if len(data) != f.size:
-                    raise Refused("invalid_plugin", f"{f.path}: listed as {f.size} bytes, is not")
+                    raise _wrong_size(f)
                 try:
                     await asyncio.to_thread(_write_file, root / f.path, data, f.executable)
                 except (OSError, ValueError) as exc:  # a name this file system cannot hold
                     raise Refused("invalid_plugin", f"{f.path!r}: {exc}") from exc
             try:
-                plugin = await asyncio.to_thread(read_plugin, root)
+                plugin = await asyncio.to_thread(
+                    functools.partial(read_plugin, root, name=name, version=version)
+                )
             except PluginError as exc:
                 where = {"file": exc.file, "line": exc.line}
-                raise Refused("invalid_plugin", str(exc), **where) from exc
-        version = PluginVersion(
+                problems = [problem_doc(p) for p in exc.problems]
+                raise Refused("invalid_plugin", str(exc), **where, problems=problems) from exc
+        record = PluginVersion(
             name=plugin.name,
             version=plugin.version,
             digest=plugin.digest,
@@ -305,34 +397,29 @@ class Registry:
             visibility=visibility,
         )
         try:
-            stored, created = await self.store.publish_plugin(version)
+            stored, created = await self.store.publish_plugin(record)
         except InvalidInput as exc:
             raise Refused("files_missing", exc.reason) from exc
         except WriteConflict as exc:
             if exc.kind == "plugin name":
                 raise Refused("name_taken", f"plugin name {exc.key!r} {exc.reason}") from exc
             raise Refused("version_exists", f"{exc.key} {exc.reason}") from exc
-        return Published(version=stored, created=created, ignored=plugin.ignored)
+        if created:
+            self._plugins[(stored.name, stored.version, stored.digest)] = plugin
+        return Published(version=stored, created=created, problems=plugin.problems)
 
     async def publish_dir(self, root: Path) -> Published:
         """Publish a plugin directory on this machine (the built-in plugin)."""
         plugin = await asyncio.to_thread(read_plugin, root)
         for f in plugin.files:
             await self.store.blobs.put(await asyncio.to_thread((root / f.path).read_bytes))
-        files = [PluginFile(f.path, f.sha256, f.size, f.executable) for f in plugin.files]
+        files = [
+            PluginFile(path=f.path, sha256=f.sha256, size=f.size, executable=f.executable)
+            for f in plugin.files
+        ]
         return await self.publish(files)
 
     # -- reads (what the surfaces show) --------------------------------------------------
-
-    async def missing(self, sha256s: Sequence[str]) -> list[str]:
-        """The file contents of a coming publish that still need uploading."""
-        return sorted({s for s in sha256s if not await self.store.blobs.exists(s)})
-
-    async def upload(self, data: bytes) -> str:
-        """Store one plugin file's bytes; their sha256."""
-        if len(data) > MAX_FILE_BYTES:
-            raise Refused("invalid_plugin", f"a plugin file is at most {MAX_FILE_BYTES} bytes")
-        return (await self.store.blobs.put(data)).sha256
 
     async def plugins(self, scope: Scope | None = None) -> list[PluginSummary]:
         """The plugins the scope sees (with at least one version it sees)."""
@@ -382,6 +469,28 @@ class Registry:
             raise _hidden("deployment", name)
         return found
 
+    async def egress_request(
+        self, spec: DeploymentSpec | PluginVersion, scope: Scope | None = None
+    ) -> list[str] | None:
+        """What a plugin version (a deployment's, now) asks sandboxed code to reach: its
+        `egress` setting, a request shown at deploy time; the deployment's own `egress`
+        is what is enforced. None: the plugin says nothing."""
+        try:
+            version = spec if isinstance(spec, PluginVersion) else await self._target(spec, scope)
+            requested = (await self.plugin_of(version)).settings.access.egress
+        except (NotFound, Refused):
+            return None  # the channel's target is gone: nothing to show
+        return None if requested is None else list(requested)
+
+    async def problems(self, spec: DeploymentSpec, scope: Scope | None = None) -> list[Problem]:
+        """What the deployment leaves its plugin version without (`deployment_problems`),
+        now: a channel's target may have moved since it was saved."""
+        try:
+            plugin = await self.plugin_of(await self._target(spec, scope))
+        except (NotFound, Refused):
+            return []  # the channel's target is gone: nothing to show
+        return deployment_problems(plugin, spec)
+
     # -- writes ------------------------------------------------------------------------
 
     async def release(
@@ -427,6 +536,15 @@ class Registry:
             raise Refused(
                 "deployment_unresolvable", f"{exc.kind} {exc.key} does not exist"
             ) from exc
+        cap = spec.limits.max_cost_usd
+        if cap is not None and self._priced is not None and not self._priced(spec.model):
+            # It would fail every turn after the first response, not here where it is set.
+            raise Refused(
+                "invalid_deployment",
+                f"max_cost_usd cannot be enforced: no price is known for {spec.model}; "
+                "deploy without --max-cost (and cap steps or tokens instead), or choose a "
+                "model with a known price",
+            )
         plugin = await self.plugin_of(version)
         servers = {s.name for s in plugin.mcp_servers}
         where = f"{version.name}@{version.version}"
@@ -448,6 +566,18 @@ class Registry:
                 "the gateway's guarantee: confirm it with sandbox_env_confirmed "
                 "(nua deploy --confirm-sandbox-exposure)",
             )
+        for ref in spec.credentials:
+            if ref.server not in remote:
+                # Credentials travel only through the gateway, which a local server never
+                # calls through: accepting one would show a credential that is never sent.
+                raise Refused(
+                    "invalid_deployment",
+                    f"credentials: {ref.server} is a local (stdio) server, and credentials "
+                    "reach only remote servers through the gateway; put the secret in its "
+                    f"environment with --sandbox-secret {ref.server}:ENV={ref.secret} "
+                    "--confirm-sandbox-exposure (readable by code in the sandbox), or reach "
+                    f"it remotely with --tool {ref.server}=URL",
+                )
         for entry in spec.sandbox_env:
             if entry.server in remote:
                 raise Refused(
@@ -504,19 +634,23 @@ class Registry:
 
     async def plugin_of(self, version: PluginVersion) -> Plugin:
         """A published version as the plugin format reads it (its servers, its access
-        policy). Read once per digest: a published version never changes."""
-        found = self._plugins.get(version.digest)
+        policy). Read once: a published version never changes."""
+        key = (version.name, version.version, version.digest)
+        found = self._plugins.get(key)
         if found is None:
             with tempfile.TemporaryDirectory(prefix="nua-plugin-") as staging:
                 root = Path(staging)
                 for f in version.files:
                     data = await self.store.blobs.read(f.sha256)
                     await asyncio.to_thread(_write_file, root / f.path, data, f.executable)
+                read = functools.partial(
+                    read_plugin, root, name=version.name, version=version.version
+                )
                 try:
-                    found = await asyncio.to_thread(read_plugin, root)
+                    found = await asyncio.to_thread(read)
                 except PluginError as exc:  # published by a newer, laxer opennua
                     raise Refused("invalid_plugin", str(exc)) from exc
-            self._plugins[version.digest] = found
+            self._plugins[key] = found
         return found
 
     async def resolve(
@@ -600,29 +734,116 @@ class Registry:
 
 
 def remote_urls(plugin: Plugin, spec: DeploymentSpec) -> dict[str, str]:
-    """Where each remote (streamable HTTP) MCP server of a deployment is: the plugin's
-    `.mcp.json` URL, or the deployment's `tools` override."""
+    """Where each remote MCP server of a deployment is: the plugin's `.mcp.json` URL (its
+    `${VAR}`s from the deployment's `env`), or the deployment's `tools` override. A server
+    with no URL yet (a placeholder, or a variable nothing defines) is not reachable."""
     out = {}
     for server in plugin.mcp_servers:
         override = spec.tools.get(server.name)
         url = override.url if override is not None and override.url else server.url
-        if url is not None and (override is None or override.command is None):
-            out[server.name] = url
+        if not url or (override is not None and override.command is not None):
+            continue
+        try:
+            out[server.name] = expand_variables(url, spec.env)
+        except UndefinedVariable:
+            continue
     return out
 
 
+def deployment_problems(plugin: Plugin, spec: DeploymentSpec) -> list[Problem]:
+    """What a deployment leaves the plugin without, as warnings: servers that need
+    configuring (no URL, or a `${VAR}` nothing defines) run without, Claude Code tools
+    opennua does not have, and sub-agents' model aliases nothing maps run the deployment's
+    model."""
+    problems = []
+    for server in plugin.mcp_servers:
+        override = spec.tools.get(server.name)
+        if override is not None and (override.url or override.command):
+            texts = [override.url or "", override.command or "", *(override.args or [])]
+        elif not server.configured:
+            problems.append(
+                Problem(
+                    "warning",
+                    f"MCP server {server.name!r} has no URL and runs without one: give it "
+                    f"with `nua deploy --mcp-url {server.name}=URL`",
+                    file=".mcp.json",
+                )
+            )
+            continue
+        else:
+            texts = [server.url or "", server.command or "", *server.args, *server.env.values()]
+        given = set(spec.env) | {e.env for e in spec.sandbox_env if e.server == server.name}
+        for name in undefined_variables(texts, {n: "" for n in given}):
+            problems.append(
+                Problem(
+                    "warning",
+                    f"MCP server {server.name!r} needs ${{{name}}}, which nothing defines: "
+                    f"it runs without that server until `nua deploy --env {name}=…` (or a "
+                    "sandbox secret of that name) gives it",
+                    file=".mcp.json",
+                )
+            )
+    # Said at validation too; said again where the deployment is decided, never silently.
+    named = [(a.path, a.tools or ()) for a in plugin.agents]
+    named += [(f"{k.path}/SKILL.md", k.allowed_tools) for k in plugin.skills]
+    for path, tools in named:
+        for tool in sorted({t for t in tools if unsupported_tool(t)}):
+            problems.append(
+                Problem(
+                    "warning",
+                    f"tool {tool} is not supported by opennua; this deployment runs without it",
+                    file=path,
+                )
+            )
+    for agent in plugin.agents:
+        for alias in unmapped_aliases([agent.model], spec.model, spec.model_aliases):
+            problems.append(
+                Problem(
+                    "warning",
+                    f"sub-agent {agent.name!r} asks for model {alias!r}, which this "
+                    f"deployment does not map and {spec.model.partition(':')[0]} has no "
+                    f"default for: it runs {spec.model} (map it with `nua deploy "
+                    f"--model-alias {alias}=provider:model`)",
+                    file=agent.path,
+                )
+            )
+    return problems
+
+
+def problem_doc(problem: Problem) -> dict[str, Any]:
+    """A plugin's problem as problem JSON's `problems` and a version's document list it."""
+    return {
+        "severity": problem.severity,
+        "message": problem.message,
+        "file": problem.file,
+        "line": problem.line,
+    }
+
+
 def _check_name(value: str, what: str) -> None:
-    if not re.match(_NAME, value):
+    if not re.match(NAME_PATTERN, value):
         raise Refused("invalid_" + ("deployment" if what == "deployment" else "plugin"),
-                      f"{what} name {value!r} must match {_NAME}")  # fmt: skip
+                      f"{what} name {value!r} must match {NAME_PATTERN}")  # fmt: skip
+
+
+def _wrong_size(f: PluginFile) -> Refused:
+    return Refused("invalid_plugin", f"{f.path}: listed as {f.size} bytes, is not")
 
 
 def _check_listing(files: Sequence[PluginFile]) -> None:
-    """Paths stay inside the staging directory; the format's reader checks the rest."""
+    """Paths stay inside the staging directory, and the listing within the format's
+    limits (count, each file, in all: a publish writes what it lists); the format's reader
+    checks the rest."""
     if not files:
         raise Refused("invalid_plugin", "a plugin has at least its manifest")
     if len(files) > MAX_FILES:
-        raise Refused("invalid_plugin", f"more than {MAX_FILES} files")
+        raise Refused("plugin_too_large", f"more than {MAX_FILES} files")
+    total = sum(f.size for f in files)
+    if total > MAX_TOTAL_BYTES:
+        raise Refused(
+            "plugin_too_large",
+            f"the listing names {total} bytes in all, over the limit of {MAX_TOTAL_BYTES}",
+        )
     by_path: dict[str, PluginFile] = {}
     for f in files:
         parts = f.path.split("/")
@@ -634,10 +855,16 @@ def _check_listing(files: Sequence[PluginFile]) -> None:
             or any(p in ("", ".", "..") for p in parts)
         ):
             raise Refused("invalid_plugin", f"{f.path!r}: not a relative path inside the plugin")
+        if never_published(f.path):
+            raise Refused(
+                "invalid_plugin",
+                f"{f.path}: version control and byte code are never part of a plugin "
+                "(what runs is the source its digest covers); leave it out",
+            )
         if f.path in by_path:
             raise Refused("invalid_plugin", f"{f.path}: listed twice")
         if f.size > MAX_FILE_BYTES:
-            raise Refused("invalid_plugin", f"{f.path}: larger than {MAX_FILE_BYTES} bytes")
+            raise Refused("plugin_too_large", f"{f.path}: larger than {MAX_FILE_BYTES} bytes")
         by_path[f.path] = f
 
 
@@ -651,7 +878,7 @@ def _names(values: set[str]) -> str:
     return ", ".join(sorted(values)) or "none"
 
 
-async def execution_principal(store: Store, spec: DeploymentSpec, workspace_id: str) -> str:
+async def execution_principal(store: AuthStore, spec: DeploymentSpec, workspace_id: str) -> str:
     """The principal a deployment's turns run as in `workspace_id` (when they run as its
     principal): `principal_id`, the placeholder resolved to the workspace's first owner."""
     if spec.principal_id != OWNER_PLACEHOLDER:

@@ -1,9 +1,10 @@
 """The Session Host's intent service (docs/architecture.md §1, §3, §4).
 
-One method per intent; each takes the protocol's intent object, so HTTP, WebSocket and CLI
-share validation. Every accepted intent is one store unit of work that records the facts,
-appends the client-visible actions and completes the idempotency record together: a crash
-leaves either all of it or none of it. The Host never runs models or tools; it records
+One door, `submit`, takes the protocol's intent object, so HTTP, the WebSocket and every
+client behind them share validation; one private method per intent implements it. Every
+accepted intent is one store unit of work that records the facts, appends the
+client-visible actions and completes the idempotency record together: a crash leaves
+either all of it or none of it. The Host never runs models or tools; it records
 accepted commands (executions) that the Supervisor claims.
 """
 
@@ -14,10 +15,11 @@ import contextlib
 import logging
 import time
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Any, Protocol, assert_never
 
+from opennua.plugins import parse_invocation, unknown_command
 from opennua.protocol import (
     Accepted,
     AnswerInput,
@@ -32,26 +34,37 @@ from opennua.protocol import (
     SessionState,
     UpdateSession,
     action_id,
+    envelope,
+    timestamp,
 )
 from opennua.protocol.actions import TextPart
 from opennua.protocol.intents import INTENT_RESULT_ADAPTER
 from opennua.protocol.state import Artifact
 from opennua.store import (
+    ACTIVE_STATUSES,
     ArtifactRecord,
     AttemptRecord,
+    AuthStore,
     Execution,
-    GrantFacts,
+    ExecutionJournal,
+    FileStore,
     InFlight,
+    InputStore,
+    LogStore,
     Lost,
     Mismatch,
     NotFound,
     Page,
+    RegistryStore,
     Replay,
+    SealedSecretStore,
     SessionBusy,
+    SessionFilter,
     SessionRecord,
     SessionSummary,
-    Store,
+    Transaction,
     Watcher,
+    WriteConflict,
 )
 
 from ._artifacts import ArtifactRetries
@@ -64,33 +77,40 @@ from ._inputs import (
     RecordTrigger,
     random_ids,
     request_hash,
-    rfc3339,
 )
+from ._plugin_files import DEFAULT_WORKSPACE_QUOTA
+from ._refused import Refused
 from ._registry import (
     DEFAULT_DEPLOYMENT,
     ExecutionSnapshot,
-    Refused,
     Registry,
     Scope,
     execution_principal,
 )
+from ._revoked import GrantCheck, RevokedWork
 from ._schema_check import check_answer
 from ._states import SessionStates
 from ._tracing import trace_parent, turn_trace
 
+
+class HostStore(
+    LogStore,
+    ExecutionJournal,
+    InputStore,
+    FileStore,
+    RegistryStore,
+    AuthStore,
+    SealedSecretStore,
+    Protocol,
+):
+    """What the Host arbitrates with: the log and idempotency, executions and input
+    requests, and what its registry, states, retries and revocations need."""
+
+
 _log = logging.getLogger(__name__)
 
-ACTIVE = ("queued", "running", "waiting_input")
-
-
-class GrantCheck(Protocol):
-    """Why an execution's grant no longer holds (a code), or None: checked when an answer
-    would resume it (the server passes `opennua.auth.Authority.grant_problem`). `facts`:
-    the grant's facts the Host read with the answer's request (None: read them now)."""
-
-    async def __call__(self, execution_id: str, *, facts: GrantFacts | None = None) -> str | None:
-        """The check."""
-
+#: The intents that act on a session that exists.
+SessionIntent = SendMessage | Cancel | AnswerInput | RetryTurn | UpdateSession | ReportDelivery
 
 #: Delivery states after which the platform's answer is final.
 CLOSED_DELIVERY = ("sent", "failed", "delivered", "abandoned")
@@ -101,7 +121,7 @@ class SessionHost:
 
     def __init__(
         self,
-        store: Store,
+        store: HostStore,
         hub: Hub,
         *,
         clock: Clock = time.time,
@@ -110,7 +130,10 @@ class SessionHost:
         principal_id: str = "prn_owner",
         on_append: Callable[[int], None] | None = None,
         grant_check: GrantCheck | None = None,
+        workspace_quota: int | None = DEFAULT_WORKSPACE_QUOTA,
+        priced: Callable[[str], bool] | None = None,
     ) -> None:
+        """`priced`: see `Registry` (whether a model's cost can be capped)."""
         self.store = store
         self.hub = hub
         self._clock = clock
@@ -120,9 +143,11 @@ class SessionHost:
         self._on_append = on_append
         self._grant_check = grant_check
         #: Plugins, channels and deployments; resolves a new session's snapshot.
-        self.registry = Registry(store, clock=clock)
+        self.registry = Registry(store, clock=clock, workspace_quota=workspace_quota, priced=priced)
         #: Folded states and the snapshot policy.
         self.states = SessionStates(store)
+        #: Ends the parked turns whose grant broke (on an answer, or a revocation).
+        self._revocations = RevokedWork(store, grant_check, clock, self._committed)
         self._artifacts = ArtifactRetries(
             store, self.states, clock=clock, ids=self._ids, committed=self._committed
         )
@@ -140,14 +165,45 @@ class SessionHost:
 
     def new_intent_id(self) -> str:
         """For callers whose client gave no key: a fresh one (no idempotency across calls)."""
-        return "int_" + self._ids("action").removeprefix("act_")
+        return self._ids("intent")
 
     # -- intents ---------------------------------------------------------------------
+
+    async def submit(
+        self,
+        session_id: str | None,
+        intent: CreateSession | SessionIntent,
+        *,
+        actor: Actor | None = None,
+    ) -> IntentResult:
+        """The one door for a client's intent, from HTTP, the WebSocket and every client
+        behind them (the CLI, the bridge): arbitrated, and answered with what was decided.
+        `session_id` None only for `CreateSession`; `actor` None: this Host's own principal.
+        An accepted answer carries its resolution, so no caller reads it back."""
+        if isinstance(intent, CreateSession):
+            return await self._create_session(intent, actor=actor)
+        if session_id is None:
+            raise TypeError(f"{intent.type} needs a session_id")
+        match intent:
+            case SendMessage():
+                return await self._send_message(session_id, intent, actor=actor)
+            case Cancel():
+                return await self._cancel(session_id, intent, actor=actor)
+            case AnswerInput():
+                return await self._answer_input(session_id, intent, actor=actor)
+            case RetryTurn():
+                return await self._retry_turn(session_id, intent, actor=actor)
+            case UpdateSession():
+                return await self._update_session(session_id, intent, actor=actor)
+            case ReportDelivery():
+                return await self._report_delivery(session_id, intent, actor=actor)
+            case _:
+                assert_never(intent)
 
     def _principal(self, actor: Actor | None) -> str:
         return self._principal_id if actor is None else actor.principal_id
 
-    async def create_session(
+    async def _create_session(
         self, intent: CreateSession, *, actor: Actor | None = None
     ) -> IntentResult:
         principal_id = self._principal(actor)
@@ -168,8 +224,8 @@ class SessionHost:
             async with self.store.transaction() as tx:
                 tx.create_session(session)
                 tx.append(session_id, [created])
-                tx.complete_idempotency(*_key("create_session", intent), _dump(result))
-            await self._committed(session_id, 1)
+                self._claim(tx, "create_session", intent, result)
+            await self._published(session_id, tx)
             return result, True
 
         return await self._idempotent("create_session", intent, body)
@@ -224,13 +280,16 @@ class SessionHost:
         )
         return session, created
 
-    async def send_message(
+    async def _send_message(
         self, session_id: str, intent: SendMessage, *, actor: Actor | None = None
     ) -> IntentResult:
         async def body() -> tuple[IntentResult, bool]:
-            active = await self._active(session_id)
+            session, active = await self._active(session_id)
             if active and intent.if_busy == "reject":
                 return self._reject(intent, "session_busy", "a turn is already active"), False
+            unknown = await self._unknown_command(session_id, intent)
+            if unknown is not None:
+                return self._reject(intent, "unknown_command", unknown), False
             interrupt = active if intent.if_busy == "interrupt" else []
             input_parts = [part.model_dump(mode="json") for part in intent.content]
             trigger = {"kind": "message", "client_id": intent.client_id}
@@ -244,15 +303,18 @@ class SessionHost:
                     interrupt,
                     actor,
                     require_idle=intent.if_busy == "reject",
+                    session=session,
                 )
             except SessionBusy:
                 # Another host (or task) started a turn between our read and our commit.
                 return self._reject(intent, "session_busy", "a turn is already active"), False
+            except Refused as exc:
+                return self._reject(intent, exc.code, exc.detail), False
             return result, True
 
         return await self._idempotent(session_id, intent, body)
 
-    async def retry_turn(
+    async def _retry_turn(
         self, session_id: str, intent: RetryTurn, *, actor: Actor | None = None
     ) -> IntentResult:
         async def body() -> tuple[IntentResult, bool]:
@@ -260,20 +322,25 @@ class SessionHost:
             old = next((e for e in executions if e.turn_id == intent.turn_id), None)
             if old is None:
                 return self._reject(intent, "not_found", f"turn {intent.turn_id} not found"), False
-            if old.status in ACTIVE:
+            if old.status in ACTIVE_STATUSES:
                 # A retry is a new decision about a finished turn, never a second runner.
                 return self._reject(intent, "turn_active", "the turn is still active"), False
             trigger = {"kind": "retry", "client_id": intent.client_id}
-            result = await self._start_turn(session_id, intent, trigger, old.input, old, [], actor)
+            try:
+                result = await self._start_turn(
+                    session_id, intent, trigger, old.input, old, [], actor
+                )
+            except Refused as exc:
+                return self._reject(intent, exc.code, exc.detail), False
             return result, True
 
         return await self._idempotent(session_id, intent, body)
 
-    async def cancel(
+    async def _cancel(
         self, session_id: str, intent: Cancel, *, actor: Actor | None = None
     ) -> IntentResult:
         async def body() -> tuple[IntentResult, bool]:
-            active = await self._active(session_id)
+            _, active = await self._active(session_id)
             if intent.turn_id is not None:
                 executions = await self.store.list_executions(session_id)
                 if not any(e.turn_id == intent.turn_id for e in executions):
@@ -291,13 +358,13 @@ class SessionHost:
             async with self.store.transaction() as tx:
                 for execution in active:
                     tx.request_cancel(execution.execution_id)
-                tx.complete_idempotency(*_key(session_id, intent), _dump(result))
+                self._claim(tx, session_id, intent, result)
             await self._close_requests(session_id, intent, active)
             return result, True
 
         return await self._idempotent(session_id, intent, body)
 
-    async def update_session(
+    async def _update_session(
         self, session_id: str, intent: UpdateSession, *, actor: Actor | None = None
     ) -> IntentResult:
         async def body() -> tuple[IntentResult, bool]:
@@ -309,13 +376,13 @@ class SessionHost:
             async with self.store.transaction() as tx:
                 tx.update_session_title(session_id, intent.title)
                 tx.append(session_id, [updated])
-                tx.complete_idempotency(*_key(session_id, intent), _dump(result))
-            await self._committed(session_id, 1)
+                self._claim(tx, session_id, intent, result)
+            await self._published(session_id, tx)
             return result, True
 
         return await self._idempotent(session_id, intent, body)
 
-    async def report_delivery(
+    async def _report_delivery(
         self, session_id: str, intent: ReportDelivery, *, actor: Actor | None = None
     ) -> IntentResult:
         """Append a bridge's report on an external delivery as `delivery.updated`.
@@ -339,8 +406,8 @@ class SessionHost:
                 )
                 async with self.store.transaction() as tx:
                     tx.append(session_id, [action])
-                    tx.complete_idempotency(*_key(session_id, intent), _dump(result))
-            await self._committed(session_id, 1)
+                    self._claim(tx, session_id, intent, result)
+            await self._published(session_id, tx)
             return result, True
 
         return await self._idempotent(session_id, intent, body)
@@ -378,20 +445,23 @@ class SessionHost:
         else:
             session_id = run.session_id
         parts = [part.model_dump(mode="json") for part in intent.content]
-        result = await self._start_turn(
-            session_id,
-            intent,
-            run.trigger,
-            parts,
-            None,
-            [],
-            actor,
-            also=run.record,
-            new_session=new_session,
-        )
+        try:
+            result = await self._start_turn(
+                session_id,
+                intent,
+                run.trigger,
+                parts,
+                None,
+                [],
+                actor,
+                also=run.record,
+                new_session=new_session,
+            )
+        except Refused as exc:
+            return self._reject(intent, exc.code, exc.detail)
         return result.model_copy(update={"ids": {**result.ids, "session_id": session_id}})
 
-    async def answer_input(
+    async def _answer_input(
         self, session_id: str, intent: AnswerInput, *, actor: Actor | None = None
     ) -> IntentResult:
         principal_id = self._principal(actor)
@@ -409,25 +479,29 @@ class SessionHost:
             now = self._clock()
             if request.status == "resolved":
                 return _conflict(intent, request.resolution), True
+            execution = facts.execution
             if request.status != "open" or (
                 request.expires_at is not None and request.expires_at <= now
             ):
-                return self._reject(intent, "gone", f"the input request is {request.status}"), False
-            execution = facts.execution
-            if execution.status not in ACTIVE or execution.cancel_requested:
+                return _gone(intent, execution, f"the input request is {request.status}"), False
+            if execution.status not in ACTIVE_STATUSES or execution.cancel_requested:
                 # Nobody will resume with this answer, unless another one won meanwhile
                 # (a winner re-queues the execution, so re-read before saying "gone").
                 latest = await self.store.get_input_request(intent.request_id)
                 if latest.status == "resolved":
                     return _conflict(intent, latest.resolution), True
-                return self._reject(intent, "gone", f"the turn is {execution.status}"), False
+                return _gone(intent, execution, f"the turn is {execution.status}"), False
             problem = check_answer(request.payload, intent)
             if problem is not None:
                 return self._reject(intent, "validation_error", problem), False
-            revoked = await self._revoked(execution, facts.grant, now)
+            revoked = await self._revocations.end_if_broken(execution, facts.grant, now)
             if revoked is not None:
                 return self._reject(intent, "grant_revoked", revoked), False
-            answered_by = {"client_id": intent.client_id, "principal_id": principal_id}
+            answered_by = {
+                "client_id": intent.client_id,
+                "principal_id": principal_id,
+                "on_behalf_of": intent.on_behalf_of,
+            }
             resolution: dict[str, Any] = {
                 "request_id": intent.request_id,
                 "outcome": "selected" if intent.option_id is not None else "answered",
@@ -447,21 +521,24 @@ class SessionHost:
             result = Accepted(
                 intent_id=intent.intent_id,
                 ids={"request_id": intent.request_id, "execution_id": request.execution_id},
+                resolution=resolution,
             )
-            outcome = await self.store.resolve_input(
-                intent.request_id,
-                resolution,
-                principal_id,
-                intent.client_id,
-                now,
-                actions=[resolved],
-                idempotency=(*_key(session_id, intent), _dump(result)),
-            )
+            async with self.store.transaction() as tx:
+                resolving = tx.resolve_input(
+                    intent.request_id,
+                    resolution,
+                    principal_id,
+                    intent.client_id,
+                    now,
+                    actions=[resolved],
+                    idempotency=(*_key(session_id, intent), request_hash(intent), _dump(result)),
+                )
+            outcome = resolving.value
             if isinstance(outcome, Lost):
                 if outcome.status == "resolved":
                     return _conflict(intent, outcome.resolution), True
                 return self._reject(intent, "gone", f"the input request is {outcome.status}"), False
-            await self._committed(session_id, 1)
+            await self._published(session_id, tx)
             return result, True
 
         return await self._idempotent(session_id, intent, body)
@@ -487,23 +564,11 @@ class SessionHost:
         return await self.store.get_session(session_id)
 
     async def list_sessions(
-        self,
-        *,
-        limit: int = 50,
-        cursor: str | None = None,
-        workspace_id: str | None = None,
-        status: str | None = None,
-        deployment: str | None = None,
+        self, *, limit: int = 50, cursor: str | None = None, where: SessionFilter | None = None
     ) -> Page[SessionSummary]:
-        """Newest first (of one workspace, if given), with what a list shows; pass
+        """Newest first, with what a list shows, only those `where` admits; pass
         `next_cursor` back for the next page."""
-        return await self.store.list_session_summaries(
-            limit=limit,
-            cursor=cursor,
-            workspace_id=workspace_id,
-            status=status,
-            deployment=deployment,
-        )
+        return await self.store.list_session_summaries(limit=limit, cursor=cursor, where=where)
 
     async def execution(self, execution_id: str) -> tuple[Execution, list[AttemptRecord]]:
         """An execution and its attempts; NotFound when unknown."""
@@ -561,13 +626,6 @@ class SessionHost:
             raise NotFound("file diff", change_id)
         return (await self.store.blobs.read(sha)).decode("utf-8", "replace")
 
-    async def input_resolution(self, session_id: str, request_id: str) -> Any:
-        """How an input request of this session was resolved (None while it is open)."""
-        request = await self.store.get_input_request(request_id)
-        if request.session_id != session_id:
-            raise NotFound("input request", request_id)
-        return request.resolution
-
     async def history(
         self, session_id: str, after: int = 0, limit: int = 100
     ) -> list[dict[str, Any]]:
@@ -579,62 +637,44 @@ class SessionHost:
 
     # -- internals -------------------------------------------------------------------
 
-    async def _revoked(
-        self, execution: Execution, grant: GrantFacts | None, now: float
-    ) -> str | None:
-        """Check a parked execution's grant (as read with the answer) before an answer
-        resumes it. When it no longer holds, the turn ends `revoked` here (nobody runs it
-        to end it) and clients see why."""
-        if self._grant_check is None:
-            return None
-        problem = await self._grant_check(execution.execution_id, facts=grant)
-        if problem is None:
-            return None
-        error = {"code": "grant_revoked", "message": f"the execution's grant is revoked: {problem}"}
-        requests = await self.store.list_input_requests(
-            execution.session_id, execution_id=execution.execution_id, status="open"
-        )
-        actions = [
-            self._execution_action(
-                execution,
-                f"revoked/{r.request_id}",
-                "input_request.resolved",
-                {"request_id": r.request_id, "outcome": "cancelled"},
-                now,
-            )
-            for r in requests
-        ]
-        actions.append(
-            self._execution_action(
-                execution,
-                "turn.ended",  # the key the Supervisor ends a turn with: one turn.ended
-                "turn.ended",
-                {"stop_reason": "revoked", "error": error},
-                now,
-            )
-        )
-        await self.store.revoke_grant(execution.execution_id, now, problem)
-        if await self.store.end_unowned(
-            execution.execution_id, "revoked", error=error, now=now, actions=actions
-        ):
-            await self._committed(execution.session_id, len(actions))
-        return error["message"]
+    async def end_revoked(self, principal_ids: Collection[str]) -> int:
+        """End every queued or parked execution nobody runs whose grant, one of these
+        principals', no longer holds: what a revocation breaks (the server calls this on
+        the store's `watch_rights` wake-up; running ones are their supervisor's to stop).
+        Returns how many it ended."""
+        return await self._revocations.end_all(principal_ids)
 
-    def _execution_action(
-        self, execution: Execution, key: str, type_: str, data: dict[str, Any], now: float
-    ) -> dict[str, Any]:
-        return {
-            "v": 1,
-            "session_id": execution.session_id,
-            "id": action_id(execution.execution_id, key),
-            "type": type_,
-            "ts": rfc3339(now),
-            "turn_id": execution.turn_id,
-            "run_id": None,
-            "client_id": None,
-            "intent_id": None,
-            "data": data,
-        }
+    async def _unknown_command(self, session_id: str, intent: SendMessage) -> str | None:
+        """Why `/name args` cannot run (None: it is no command, or the session's plugin
+        has it). The runtime expands it; the Host refuses what it could not expand before
+        a turn starts, so every client gets the same answer at once."""
+        text = "".join(p.text for p in intent.content if isinstance(p, TextPart))
+        invoked = parse_invocation(text)
+        if invoked is None:
+            return None
+        session = await self.store.get_session(session_id)
+        if session.plugin is None:
+            return unknown_command(invoked[0], ())
+        name, _, version = session.plugin.rpartition("@")
+        try:
+            plugin = await self.registry.plugin_of(await self.registry.version(name, version))
+        except Refused:
+            return None  # the turn fails on the plugin itself, with its own reason
+        if plugin.command(invoked[0]) is not None:
+            return None
+        return unknown_command(invoked[0], plugin.commands)
+
+    async def _readable(self, plugin: str, scope: Scope) -> None:
+        """`Refused` (`plugin_not_visible`) unless `scope` may read `plugin` (name@version)."""
+        name, _, version = plugin.rpartition("@")
+        try:
+            await self.registry.version(name, version, scope)
+        except Refused as exc:
+            raise Refused(
+                "plugin_not_visible",
+                f"this turn would run as {scope.principal_id}, who may not read the "
+                f"session's plugin {plugin}",
+            ) from exc
 
     async def _start_turn(
         self,
@@ -649,13 +689,16 @@ class SessionHost:
         require_idle: bool = False,
         also: RecordTrigger | None = None,
         new_session: tuple[SessionRecord, dict[str, Any]] | None = None,
+        session: SessionRecord | None = None,
     ) -> Accepted:
         """One unit: the execution, `turn.started` + `queued`, the idempotency record.
         `require_idle` puts the busy check in that unit (`SessionBusy` if it fails), so two
         hosts on one PostgreSQL cannot both start a turn for `if_busy=reject`.
         `new_session` (record, `session.created`) is created in the same unit. With `also`
-        the turn has no idempotency record: the trigger's record `also` writes keys it."""
-        session = new_session[0] if new_session else await self.store.get_session(session_id)
+        the turn has no idempotency record: the trigger's record `also` writes keys it.
+        `session`: the session's record when the caller read it already (read once)."""
+        if session is None:
+            session = new_session[0] if new_session else await self.store.get_session(session_id)
         spec = await self.registry.spec_of(session.deployment_digest)
         deadline = spec.limits.deadline_seconds if spec is not None else None
         now = self._clock()
@@ -677,6 +720,11 @@ class SessionHost:
             principal_id = await execution_principal(self.store, spec, session.workspace_id)
             # The principal's own rights: no person's token is part of its grant.
             grant = replace(grant, principal_id=principal_id, token_id=None)
+        if grant is not None and session.plugin and session.workspace_id is not None:
+            # One rule for every trigger (a message, a retry, a schedule, a hook): whom the
+            # turn runs as must be able to read the plugin version the session pinned,
+            # judged now, as its grant is made.
+            await self._readable(session.plugin, Scope(session.workspace_id, principal_id))
         # The request's trace when it sent one, else one derived from the execution.
         trace = turn_trace(
             execution_id,
@@ -747,8 +795,8 @@ class SessionHost:
             first = [new_session[1]] if new_session else []
             tx.append(session_id, [*first, started, queued])
             if also is None:
-                tx.complete_idempotency(*_key(session_id, intent), _dump(result))
-        await self._committed(session_id, len(first) + 2)
+                self._claim(tx, session_id, intent, result)
+        await self._published(session_id, tx)
         return result
 
     async def _close_requests(
@@ -756,7 +804,7 @@ class SessionHost:
     ) -> None:
         """Close the cancelled turns' open input requests (the Host owns them), so no
         client keeps offering an answer nobody will resume with."""
-        appended = 0
+        closes: list[tuple[str, dict[str, Any]]] = []
         for execution in executions:
             if execution.status != "waiting_input":
                 continue
@@ -779,17 +827,21 @@ class SessionHost:
                     },
                     turn_id=request.turn_id,
                 )
-                # False when an answer won the race: then that answer's action stands.
-                if await self.store.cancel_input(
-                    request.request_id, self._clock(), actions=[closed]
-                ):
-                    appended += 1
+                closes.append((request.request_id, closed))
+        if not closes:
+            return
+        now = self._clock()
+        async with self.store.transaction() as tx:
+            handles = [tx.cancel_input(rid, now, actions=[closed]) for rid, closed in closes]
+        # False when an answer won the race: then that answer's action stands.
+        appended = sum(1 for handle in handles if handle.value)
         if appended:
             await self._committed(session_id, appended)
 
-    async def _active(self, session_id: str) -> list[Execution]:
-        await self.store.get_session(session_id)
-        return await self.store.list_executions(session_id, active=True)
+    async def _active(self, session_id: str) -> tuple[SessionRecord, list[Execution]]:
+        """The session (NotFound for an unknown one) and its active executions."""
+        session = await self.store.get_session(session_id)
+        return session, await self.store.list_executions(session_id, active=True)
 
     async def _idempotent(
         self,
@@ -797,14 +849,41 @@ class SessionHost:
         intent: Any,
         body: Callable[[], Awaitable[tuple[IntentResult, bool]]],
     ) -> IntentResult:
-        """Run `body` at most once per key. Accepted results and conflicts are stored (a
-        retransmission replays them); rejections are not, so a client may retry the same
-        key once the condition changed (e.g. the session is no longer busy)."""
+        """Run `body` at most once per key. Nothing is claimed ahead: the key is read, and
+        an accepted intent claims it in the unit that accepts it (`_claim`), so a request
+        that loses a race to its own retransmission writes nothing and replays the
+        winner's result. Conflicts are stored too; rejections are not, so a client may
+        retry the same key once the condition changed (e.g. the session is no longer busy)."""
         scope, key = _key(session_id, intent)
+        held = await self._held(scope, key, intent)
+        if held is not None:
+            return held
         try:
-            outcome = await self.store.begin(scope, key, request_hash(intent), self._clock())
-        except NotFound:
-            return self._reject(intent, "not_found", f"session {session_id} not found")
+            result, store_it = await body()
+        except NotFound as exc:
+            return self._reject(intent, "not_found", f"{exc.kind} {exc.key} not found")
+        except WriteConflict:
+            # Another request with this key committed first (else the conflict is not ours).
+            held = await self._held(scope, key, intent)
+            if held is None:
+                raise
+            return held
+        if isinstance(result, Rejected):
+            # Rejected meanwhile because of the winner of a race with our own
+            # retransmission (its turn made the session busy): that winner's result stands.
+            return await self._held(scope, key, intent) or result
+        if isinstance(result, Conflict) and store_it:
+            with contextlib.suppress(WriteConflict):  # another copy stored it first
+                async with self.store.transaction() as tx:
+                    self._claim(tx, session_id, intent, result)
+        # An Accepted result claimed its key in the unit that accepted it.
+        return result
+
+    async def _held(self, scope: str, key: str, intent: Any) -> IntentResult | None:
+        """What the key's earlier request decided (a replay, or a refusal), or None."""
+        outcome = await self.store.lookup_idempotency(
+            scope, key, request_hash(intent), self._clock()
+        )
         if isinstance(outcome, Replay):
             return INTENT_RESULT_ADAPTER.validate_python(outcome.response)
         if isinstance(outcome, Mismatch):
@@ -812,20 +891,12 @@ class SessionHost:
             return self._reject(intent, "idempotency_key_reused", msg)
         if isinstance(outcome, InFlight):
             return self._reject(intent, "request_in_flight", "the first request is still running")
-        try:
-            result, store_it = await body()
-        except NotFound as exc:
-            await _abandon(self.store, scope, key)
-            return self._reject(intent, "not_found", f"{exc.kind} {exc.key} not found")
-        except BaseException:
-            await _abandon(self.store, scope, key)
-            raise
-        if isinstance(result, Rejected):
-            await _abandon(self.store, scope, key)
-        elif isinstance(result, Conflict) and store_it:
-            await self.store.complete(scope, key, _dump(result))
-        # An Accepted result completed its key in the unit that accepted it.
-        return result
+        return None
+
+    def _claim(self, tx: Transaction, session_id: str, intent: Any, result: IntentResult) -> None:
+        """The intent's key, with its result, in the unit that accepts it."""
+        scope, key = _key(session_id, intent)
+        tx.claim_idempotency(scope, key, request_hash(intent), self._clock(), _dump(result))
 
     def _reject(self, intent: Any, code: str, message: str) -> Rejected:
         return Rejected(intent_id=intent.intent_id, code=code, message=message)
@@ -841,28 +912,43 @@ class SessionHost:
         turn_id: str | None = None,
         now: float | None = None,
     ) -> dict[str, Any]:
-        return {
-            "v": 1,
-            "session_id": session_id,
+        return envelope(
+            session_id,
             # Derived from the intent: a retransmitted intent cannot append a second fact.
-            "id": action_id(f"host:{session_id}", f"{intent.intent_id}/{what}"),
-            "type": type_,
-            "ts": rfc3339(self._clock() if now is None else now),
-            "turn_id": turn_id,
-            "run_id": None,
-            "client_id": intent.client_id,
-            "intent_id": intent.intent_id,
-            "data": data,
-        }
+            action_id(f"host:{session_id}", f"{intent.intent_id}/{what}"),
+            type_,
+            timestamp(self._clock() if now is None else now),
+            data,
+            turn_id=turn_id,
+            client_id=intent.client_id,
+            intent_id=intent.intent_id,
+        )
 
-    async def _committed(self, session_id: str, count: int) -> None:
+    async def _published(self, session_id: str, tx: Transaction) -> None:
+        """After a unit committed: hand its actions to this process's Hub as they are, not
+        read back (other processes' Hubs hear of them through the store's wake-up)."""
+        appended = tx.appended(session_id)
+        await self._committed(session_id, len(appended), appended)
+
+    async def published(self, session_id: str, actions: list[dict[str, Any]]) -> None:
+        """Actions a Supervisor of this process just committed (with their seqs, in seq
+        order): fanned out and folded as they are, not read back from the store."""
+        await self.hub.publish(session_id, actions)
+        await self.states.advance(session_id, actions)
+
+    async def _committed(
+        self, session_id: str, count: int, appended: list[dict[str, Any]] | None = None
+    ) -> None:
         # The intent is durable by now: a failure to wake subscribers must not turn an
         # accepted intent into an error (the client could retry it without a key). The
         # Hub's store follower delivers the actions anyway.
         try:
             if self._on_append is not None:
                 self._on_append(count)
-            await self.hub.notify(session_id)
+            if appended is None:
+                await self.hub.notify(session_id)
+            else:
+                await self.hub.publish(session_id, appended)
         except Exception:
             _log.warning("post-commit notify failed for %s", session_id, exc_info=True)
 
@@ -883,10 +969,15 @@ def _conflict(intent: AnswerInput, resolution: Any) -> Conflict:
     )
 
 
-async def _abandon(store: Store, scope: str, key: str) -> None:
-    # Shielded: a cancelled request must still release its key, or retries see 409 for a day.
-    with contextlib.suppress(Exception):
-        await asyncio.shield(store.abandon(scope, key))
-
-
 __all__ = ["SessionHost"]
+
+
+def _gone(intent: AnswerInput, execution: Execution, detail: str) -> Rejected:
+    """An answer nobody will resume with. Where the turn ended because its grant was
+    revoked (the request expired with it, possibly on another host a moment earlier), the
+    answerer is told that, as they would have been had they answered first."""
+    error = execution.error if isinstance(execution.error, dict) else {}
+    if execution.status == "revoked" and error.get("code") == "grant_revoked":
+        message = str(error.get("message") or detail)
+        return Rejected(intent_id=intent.intent_id, code="grant_revoked", message=message)
+    return Rejected(intent_id=intent.intent_id, code="gone", message=detail)

@@ -14,6 +14,7 @@ import asyncio
 import logging
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Any
 
 from opennua.protocol import (
     SessionState,
@@ -24,7 +25,7 @@ from opennua.protocol import (
     state_from_json,
     state_to_json,
 )
-from opennua.store import MAX_SNAPSHOTS_DUE, Store, Watcher, snapshot_due
+from opennua.store import MAX_SNAPSHOTS_DUE, LogStore, Watcher, snapshot_due
 
 _log = logging.getLogger(__name__)
 
@@ -46,7 +47,7 @@ class SessionStates:
 
     def __init__(
         self,
-        store: Store,
+        store: LogStore,
         *,
         snapshot_every: int = SNAPSHOT_EVERY,
         max_sessions: int = CACHE_SESSIONS,
@@ -107,6 +108,25 @@ class SessionStates:
                 evicted, _ = self._states.popitem(last=False)
                 self._locks.pop(evicted, None)
             return state
+
+    async def advance(self, session_id: str, actions: list[dict[str, Any]]) -> None:
+        """Fold actions this process just committed (in seq order) onto a cached state they
+        continue, instead of reading them back at the next fold; anything else is left to
+        the next fold, which reads the log."""
+        cached = self._states.get(session_id)
+        lock = self._locks.get(session_id)
+        if cached is None or lock is None or not actions:
+            return
+        async with lock:
+            state = cached.state
+            if actions[0]["seq"] != state["seq"] + 1:
+                return
+            for raw in actions:
+                if raw["seq"] != state["seq"] + 1:
+                    break
+                state = reduce(state, action_from_dict(raw))
+                cached.ended_since = cached.ended_since or raw["type"] == "turn.ended"
+            cached.state = state
 
     async def keep_snapshots(self, wakeups: Watcher) -> None:
         """Run until the watcher closes or this is cancelled: snapshots are stored (every

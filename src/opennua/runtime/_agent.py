@@ -8,12 +8,18 @@ import hashlib
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opennua.runtime._mcp import McpServer
 from opennua.runtime._tools import Tool
 
+if TYPE_CHECKING:
+    from opennua.plugins import Command
+    from opennua.runtime._hooks import HookSet
+
 DEFINITION_FORMAT = 1
+#: Built-in tools added after definitions were first digested (`equivalent_digests`).
+ADDED_BUILTINS = frozenset({"glob", "grep", "web_fetch"})
 
 DEFAULT_WORKER_INSTRUCTIONS = """You are a sub-agent working on one task for another agent.
 Keep your own plan with `plan`, use the tools you need, and finish with a concise answer."""
@@ -57,6 +63,14 @@ class AgentDefinition:
     approval_required: tuple[str, ...] = ()  # asked every time, whatever the tool says
     #: The plugin this definition was built from: {name, version, digest}.
     plugin: dict[str, str] | None = None
+    #: The plugin's slash commands (`invoke_command` expands one into the prompt).
+    commands: tuple[Command, ...] = ()
+    #: The plugin's command hooks (None: none).
+    hooks: HookSet | None = None
+    #: The JSON Schema the root run's final answer must fit (None: any answer), and how
+    #: many answers that do not fit are sent back to the model before the turn fails.
+    output_schema: Mapping[str, Any] | None = None
+    output_retries: int = 2
 
     def describe(self) -> dict[str, Any]:
         described: dict[str, Any] = {
@@ -78,6 +92,13 @@ class AgentDefinition:
             described["approval_required"] = list(self.approval_required)
         if self.plugin is not None:
             described["plugin"] = dict(self.plugin)
+        if self.commands:
+            described["commands"] = [c.path for c in self.commands]
+        if self.hooks is not None:
+            described["hooks"] = self.hooks.describe()
+        if self.output_schema is not None:
+            described["output_schema"] = dict(self.output_schema)
+            described["output_retries"] = self.output_retries
         return described
 
     @property
@@ -91,8 +112,13 @@ class AgentDefinition:
         plugins existed (the built-in agent, same instructions and tools) resume after an
         upgrade; the plugin reference adds provenance, not behaviour."""
         digests = {self.digest}
-        if self.plugin is not None:
-            digests.add(agent_digest(replace(self, plugin=None)))
+        # Nor do the read-only built-ins added since (glob, grep, web_fetch): a checkpoint
+        # from before them resumes, with them offered.
+        older = tuple(t for t in self.tools if t.name not in ADDED_BUILTINS)
+        for variant in (self, replace(self, tools=older)):
+            digests.add(agent_digest(variant))
+            if self.plugin is not None:
+                digests.add(agent_digest(replace(variant, plugin=None)))
         return frozenset(digests)
 
     def subagent(self, name: str) -> SubAgentDefinition | None:

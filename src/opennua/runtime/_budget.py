@@ -10,18 +10,15 @@ than letting it run unmetered.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from datetime import datetime
+from collections.abc import Callable
 from decimal import Decimal
 
-import genai_prices
 from pydantic_ai.messages import ModelResponse
 
 from opennua.runtime._control import Stop
 from opennua.runtime._env import Limits
+from opennua.runtime._prices import FREE_PROVIDERS
 from opennua.runtime._state import ExecState
-
-FREE_PROVIDERS = frozenset({"scripted"})
 
 
 class Budget:
@@ -100,25 +97,3 @@ class Budget:
 def _tokens(state: ExecState) -> int:
     total = state.usage_total()
     return total["input_tokens"] + total["output_tokens"]
-
-
-def usage_cost(
-    provider: str, model: str, tokens: Mapping[str, int], at: datetime | None = None
-) -> Decimal | None:
-    """USD of one recorded model response (a `usage.recorded`'s provider, model and token
-    counts) from the same `genai-prices` table the budget uses; None when no price is
-    known. `input_tokens` includes cache reads and writes, as pydantic-ai counts them."""
-    if provider in FREE_PROVIDERS:
-        return Decimal(0)
-    usage = genai_prices.Usage(
-        input_tokens=tokens.get("input_tokens", 0),
-        output_tokens=tokens.get("output_tokens", 0),
-        cache_read_tokens=tokens.get("cache_read_input_tokens", 0),
-        cache_write_tokens=tokens.get("cache_creation_input_tokens", 0),
-    )
-    try:
-        return genai_prices.calc_price(
-            usage, model, provider_id=provider, genai_request_timestamp=at
-        ).total_price
-    except (LookupError, ValueError):
-        return None

@@ -12,11 +12,14 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, Field, JsonValue
 
 from opennua.protocol.actions import ArtifactPublished, ErrorInfo, PlanEntry, PlanUpdated
+from opennua.runtime._commands import run_command
 from opennua.runtime._diffs import file_change
 from opennua.runtime._errors import BlobsUnavailable, ToolError
 from opennua.runtime._files import edit_text, list_tree, read_text, write_text
-from opennua.runtime._sandbox import WORKSPACE, SandboxUnavailable, run_command
+from opennua.runtime._sandbox import SandboxUnavailable
+from opennua.runtime._search import glob_files, grep_files
 from opennua.runtime._tools import InputRequired, Tool, ToolContext, tool
+from opennua.runtime._web import fetch
 
 #: Variables a shell command inherits; everything else (API keys, tokens) is dropped.
 SHELL_ENV_ALLOWLIST = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM")
@@ -122,13 +125,13 @@ def _check_artifact(name: str, media_type: str) -> None:
 @tool("read_file", kind="read", title="Read file", idempotent=True)
 async def read_file(ctx: ToolContext, path: str) -> str:
     """Read a text file in the workspace."""
-    return await asyncio.to_thread(read_text, ctx.workspace, path)
+    return await asyncio.to_thread(read_text, ctx.workdir, path)
 
 
 @tool("write_file", kind="edit", title="Write file", idempotent=True)
 async def write_file(ctx: ToolContext, path: str, content: str) -> str:
     """Create or overwrite a text file in the workspace."""
-    before = await asyncio.to_thread(write_text, ctx.workspace, path, content)
+    before = await asyncio.to_thread(write_text, ctx.workdir, path, content)
     await _report_change(ctx, path, before, content.encode())
     return f"Wrote {len(content.encode())} bytes to {path}."
 
@@ -136,7 +139,7 @@ async def write_file(ctx: ToolContext, path: str, content: str) -> str:
 @tool("edit_file", kind="edit", title="Edit file")
 async def edit_file(ctx: ToolContext, path: str, old: str, new: str) -> str:
     """Replace the one occurrence of `old` with `new` in a workspace file."""
-    before, after = await asyncio.to_thread(edit_text, ctx.workspace, path, old, new)
+    before, after = await asyncio.to_thread(edit_text, ctx.workdir, path, old, new)
     await _report_change(ctx, path, before, after)
     return f"Edited {path}."
 
@@ -157,8 +160,39 @@ async def _report_change(ctx: ToolContext, path: str, before: bytes | None, afte
 @tool("list_files", kind="search", title="List files", idempotent=True)
 async def list_files(ctx: ToolContext, path: str = ".") -> str:
     """List the files under a workspace directory."""
-    names = await asyncio.to_thread(list_tree, ctx.workspace, path)
+    names = await asyncio.to_thread(list_tree, ctx.workdir, path)
     return "\n".join(names) if names else "(empty)"
+
+
+@tool("glob", kind="search", title="Find files", idempotent=True)
+async def glob(ctx: ToolContext, pattern: str, path: str = ".") -> str:
+    """Find workspace files by name: a glob such as `**/*.py` or `src/*.{ts,tsx}`, under
+    `path`. Lists at most 500 paths."""
+    return await asyncio.to_thread(glob_files, ctx.workdir, pattern, path)
+
+
+@tool("grep", kind="search", title="Search files", idempotent=True)
+async def grep(
+    ctx: ToolContext,
+    pattern: str,
+    path: str = ".",
+    glob: str | None = None,
+    ignore_case: bool = False,
+    output: Literal["files_with_matches", "content", "count"] = "files_with_matches",
+) -> str:
+    """Search workspace text files for a regular expression (Python syntax), under `path`,
+    only files matching `glob` if given. `output`: the files that match, the matching
+    lines (`file:line:text`), or a count per file. Bounded to 500 results."""
+    return await asyncio.to_thread(
+        grep_files, ctx.workdir, pattern, path, glob, ignore_case, output
+    )
+
+
+@tool("web_fetch", kind="fetch", title="Fetch URL", idempotent=True)
+async def web_fetch(ctx: ToolContext, url: str) -> str:
+    """Fetch an http(s) URL and return its body as text (at most 256 KB). Only hosts the
+    deployment's egress list allows are reachable."""
+    return await fetch(ctx.sandbox.egress, url)
 
 
 def scrubbed_env(source: dict[str, str] | None = None) -> dict[str, str]:
@@ -174,7 +208,7 @@ async def shell(
 ) -> str:
     """Run a shell command in the workspace directory."""
     env = dict(ctx.shell_env) or scrubbed_env()
-    env["HOME"] = WORKSPACE if ctx.sandbox == "bwrap" else str(ctx.workspace)
+    env["HOME"] = str(ctx.workdir)  # the sandbox's own view replaces it when confined
     if "\x00" in command:
         raise ToolError("the command contains a NUL byte")
     try:
@@ -182,7 +216,7 @@ async def shell(
             result = await run_command(
                 ctx.sandbox,
                 ["/bin/sh", "-c", command],
-                workspace=ctx.workspace,
+                workdir=ctx.workdir,
                 env=env,
                 output_cap=SHELL_OUTPUT_CAP,
             )
@@ -209,6 +243,9 @@ BUILTIN_TOOLS: tuple[Tool, ...] = (
     write_file,
     edit_file,
     list_files,
+    glob,
+    grep,
+    web_fetch,
     shell,
 )
 

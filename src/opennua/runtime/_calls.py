@@ -11,6 +11,7 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, ValidationError
 from pydantic_ai.messages import RetryInfo, ToolReturnPart
 
+from opennua.plugins import HookEvent
 from opennua.protocol import actions as pa
 from opennua.runtime._agent import AgentDefinition
 from opennua.runtime._budget import Budget
@@ -18,6 +19,7 @@ from opennua.runtime._control import Cancelled, CancelScope, Stop, Suspend
 from opennua.runtime._env import APPROVE, REJECT, RETRY, SKIP, Limits, RunEnv
 from opennua.runtime._errors import ToolError
 from opennua.runtime._events import RuntimeEvent
+from opennua.runtime._hooks import Verdict, claude_tool_input
 from opennua.runtime._journal import LedgerOp
 from opennua.runtime._ops import ChildOp, FlushOp, PlanOp, ResultOp, RunOp, StartOp, WaitOp
 from opennua.runtime._state import PendingCall, RunState
@@ -100,19 +102,67 @@ class ToolCalls:
             elif not tool.idempotent:
                 await self._confirm(run, call)
                 return
-        elif tool.requires_approval and (answer is None or answer.reason != "tool_call"):
-            await self._ask_approval(run, call, tool)
-            return
-        elif tool.requires_approval and answer is not None and answer.option_id != APPROVE:
-            await self._record(run, call, None, denied=True)
-            return
-        elif not run.started:
-            await self._start(run, call)
+        else:
+            asked = answer is not None and answer.reason == "tool_call"
+            if asked and answer is not None and answer.option_id != APPROVE:
+                await self._record(run, call, None, denied=True)
+                return
+            if not asked and not run.started:
+                # PreToolUse hooks run once, before anyone is asked: a call that was
+                # asked about had passed them (the answer is in the checkpoint).
+                verdict = await self._pre_tool_use(run, call, args)
+                if verdict.blocked:
+                    await self._record(run, call, None, blocked=verdict.reason)
+                    return
+                if tool.requires_approval or verdict.ask:
+                    await self._ask_approval(run, call, tool)
+                    return
+            if not run.started:
+                await self._start(run, call)
         if tool.idempotent:
             await self._writer.poll()
         else:
             await self._writer.settle()  # its ledger `started` must be durable before it runs
         await self._execute(run, call, tool, args)
+
+    def _hooked(self, event: HookEvent, name: str) -> bool:
+        hooks = self._agent.hooks
+        return hooks is not None and bool(hooks.matching(event, name))
+
+    async def _hook(self, event: HookEvent, call: PendingCall, payload: dict[str, Any]) -> Verdict:
+        hooks = self._agent.hooks
+        if hooks is None:
+            return Verdict()
+        base = {"session_id": self._env.execution_id, "tool_use_id": call.call_id}
+        return await self._cancel.race(
+            hooks.run(
+                event,
+                {**base, **payload},
+                sandbox=self._env.sandbox,
+                workdir=self._env.workdir,
+                tool=call.name,
+            )
+        )
+
+    async def _pre_tool_use(
+        self, run: RunState, call: PendingCall, args: dict[str, Any]
+    ) -> Verdict:
+        if not self._hooked("PreToolUse", call.name):
+            return Verdict()
+        return await self._hook("PreToolUse", call, {"tool_input": claude_tool_input(args)})
+
+    async def _post_tool_use(self, call: PendingCall, args: dict[str, Any], value: Any) -> Any:
+        """The result the model gets: the tool's, with what PostToolUse hooks said after it
+        (a block's reason, added context)."""
+        if not self._hooked("PostToolUse", call.name):
+            return value
+        text = value if isinstance(value, str) else json.dumps(value)
+        payload = {"tool_input": claude_tool_input(args), "tool_response": text}
+        verdict = await self._hook("PostToolUse", call, payload)
+        notes = [*verdict.block, *verdict.context]
+        if not notes:
+            return value
+        return "\n\n".join([text, *(f"[PostToolUse hook] {n}" for n in notes)])
 
     async def _start(self, run: RunState, call: PendingCall, suffix: str = "running") -> None:
         self._writer.apply(StartOp(run=run.run_id))
@@ -221,7 +271,7 @@ class ToolCalls:
         answer = run.answer
         given = answer.payload if answer is not None and answer.reason == "input_required" else None
         ctx = ToolContext(
-            workspace=self._env.workspace,
+            workdir=self._env.workdir,
             run_id=run.run_id,
             tool_call_id=call.call_id,
             idempotency_key=call.call_id,
@@ -255,6 +305,7 @@ class ToolCalls:
         except Exception as exc:
             await self._record(run, call, None, error=exc, reported=ctx.reported)
             return
+        value = await self._post_tool_use(call, args, value)
         await self._record(run, call, value, reported=ctx.reported)
 
     async def _record(
@@ -266,6 +317,7 @@ class ToolCalls:
         error: Exception | None = None,
         denied: bool = False,
         skipped: bool = False,
+        blocked: str | None = None,
         reported: Sequence[BaseModel] = (),
         before: Sequence[RuntimeEvent] = (),
     ) -> None:
@@ -279,10 +331,13 @@ class ToolCalls:
                 self._writer.apply(
                     PlanOp(run=rid, entries=tuple(e.model_dump() for e in data.entries))
                 )
-        if error is not None or denied or skipped:
+        if error is not None or denied or skipped or blocked is not None:
             outcome: ToolOutcome = "failed"
             if denied:
                 code, message, outcome = "rejected", "The user rejected this tool call.", "denied"
+            elif blocked is not None:
+                code, outcome = "blocked_by_hook", "denied"
+                message = f"A PreToolUse hook blocked this call: {blocked}"
             elif skipped:
                 code, message = "skipped", "Skipped: the user chose not to run it again."
             elif isinstance(error, ToolError):
@@ -322,8 +377,8 @@ class ToolCalls:
                 )
             else:
                 events.append(self._updated(run, call, "result", status="completed", output=text))
-        # A rejected call never started: there is no ledger entry to complete.
-        never_started = call.name == "task" or denied
+        # A rejected or blocked call never started: there is no ledger entry to complete.
+        never_started = call.name == "task" or denied or blocked is not None
         ledger = [] if never_started else [LedgerOp("complete", call.call_id, call.name)]
         await self._commit_result(run, call, part, events, ledger=ledger)
 
@@ -356,6 +411,8 @@ class ToolCalls:
         tool = self._agent.offered(self._tools, run.agent, depth=0).get(call.name)
         if tool is None or call.name == "task" or tool.requires_approval:
             return []
+        if self._hooked("PreToolUse", call.name):
+            return []  # its hooks run first, in `handle`
         try:
             self._checked[call.call_id] = tool.validate(call.args)
         except (ValidationError, ValueError):

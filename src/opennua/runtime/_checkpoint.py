@@ -40,6 +40,7 @@ from opennua.runtime._ops import (
     IssueOp,
     Op,
     PlanOp,
+    PromptOp,
     ResponseOp,
     ResultOp,
     RunOp,
@@ -117,6 +118,11 @@ def encode_op(op: Op, index: dict[str, int]) -> Wire:
             return wire
         case FlushOp():
             return {"op": "flush", "run": run}
+        case PromptOp():
+            wire = {"op": "prompt", "run": run, "prompt": op.prompt}
+            if op.output_retry:
+                wire["output_retry"] = True
+            return wire
         case ChildOp():
             return {"op": "child", "run": run, "child": op.child}
         case PlanOp():
@@ -175,6 +181,10 @@ def _decode_op(wire: Wire, run_ids: list[str]) -> Op:
         return ResultOp(run=run, part=decode_part(wire["part"]), retries=wire.get("retries", 0))
     if kind == "flush":
         return FlushOp(run=run)
+    if kind == "prompt":
+        return PromptOp(
+            run=run, prompt=wire["prompt"], output_retry=wire.get("output_retry", False)
+        )
     if kind == "child":
         return ChildOp(run=run, child=wire["child"])
     if kind == "plan":
@@ -193,6 +203,7 @@ _KINDS = frozenset(
         "answer",
         "result",
         "flush",
+        "prompt",
         "child",
         "plan",
         "end",
@@ -318,6 +329,8 @@ def encode_full(state: ExecState) -> bytes:
         }
         if r.agent is not None:
             run["agent"] = r.agent
+        if r.output_retries:
+            run["output_retries"] = r.output_retries
         runs.append(f'{_json(run)[:-1]},"messages":{_messages_json(r)}}}')
     doc = {
         "v": FORMAT_VERSION,
@@ -367,6 +380,7 @@ def _decode_run(r: Wire) -> RunState:
         plan=r["plan"],
         usage=r["usage"],
         retries=r["retries"],
+        output_retries=r.get("output_retries", 0),
         output=r["output"],
     )
 

@@ -7,6 +7,9 @@ sub-agent that plans and reads the file → publish `report.md` → a streamed f
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
+
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, ToolReturnPart
 
 from opennua.runtime._scripted import ScriptedModel, ScriptStep, call
 
@@ -116,6 +119,64 @@ WORKER_SCRIPT: tuple[ScriptStep, ...] = (
 )
 
 
+def _main(messages: Sequence[ModelMessage]) -> ScriptStep:
+    """The main script, told truthfully: once the shell command did not run (refused by a
+    person, or no sandbox could confine it), the rest says so instead of claiming it did."""
+    index = sum(isinstance(m, ModelResponse) for m in messages)
+    missed = _shell_missed(messages)
+    if missed is not None and index >= 3:
+        return _without_shell(index, missed)
+    if index < len(MAIN_SCRIPT):
+        return MAIN_SCRIPT[index]
+    return ScriptStep(text="(the script has no more steps)")
+
+
+def _shell_missed(messages: Sequence[ModelMessage]) -> str | None:
+    """Why the shell command did not run, or None when it ran."""
+    for message in messages:
+        if not isinstance(message, ModelRequest):
+            continue
+        for part in message.parts:
+            if isinstance(part, ToolReturnPart) and part.tool_name == "shell":
+                if part.outcome == "denied":
+                    return "you did not approve it"
+                if part.outcome != "success":
+                    return str(part.content).split(". ")[0].strip()
+    return None
+
+
+def _without_shell(index: int, why: str) -> ScriptStep:
+    if index == 3:
+        return ScriptStep(
+            reasoning=f"The shell command did not run: {why}. I will say so, and go on.",
+            calls=(
+                call("plan", entries=_plan("completed", "pending", "in_progress", "pending")),
+                call("task", name="researcher", task=WORKER_TASK),
+            ),
+        )
+    if index == 4:
+        report = REPORT.replace(
+            "- notes.md was written, counted with `wc -l` and the count logged to checks.log.",
+            f"- notes.md was written; the shell check did NOT run ({why}).",
+        )
+        return ScriptStep(
+            reasoning="Publishing the report, with the check that did not run named.",
+            calls=(
+                call("plan", entries=_plan("completed", "pending", "completed", "completed")),
+                call("publish_artifact", name="report.md", content=report),
+            ),
+        )
+    return ScriptStep(
+        reasoning="Summarizing for the user, the missed step first.",
+        text=(
+            f"Done, except one step: the shell command did not run ({why}). I wrote "
+            "notes.md, had a researcher sub-agent summarize it, and published report.md "
+            "with the summary. Sessions in opennua are durable: you can disconnect, kill "
+            "the server and resume, and nothing is lost or run twice."
+        ),
+    )
+
+
 def demo_step_delay() -> float:
     raw = os.environ.get(DEMO_STEP_DELAY_ENV)
     return DEFAULT_STEP_DELAY if raw in (None, "") else float(raw)
@@ -123,7 +184,7 @@ def demo_step_delay() -> float:
 
 def demo_model(step_delay: float | None = None) -> ScriptedModel:
     return ScriptedModel(
-        MAIN_SCRIPT,
+        _main,
         workers={WORKER_TASK: WORKER_SCRIPT},
         model_name="demo",
         step_delay=demo_step_delay() if step_delay is None else step_delay,

@@ -1,4 +1,4 @@
-"""What the loop is given (ids, clock, workspace, limits) and what it returns (outcomes)."""
+"""What the loop is given (ids, clock, workdir, limits) and what it returns (outcomes)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pydantic import JsonValue
 
 from opennua.protocol.actions import ErrorInfo
 from opennua.protocol.ids import IdKind, new_id
-from opennua.runtime._sandbox import SandboxMode
+from opennua.runtime._sandbox import Sandbox
 from opennua.runtime._tools import ArtifactPort, MemoryArtifacts
 from opennua.runtime._tracing import TraceScope
 
@@ -65,10 +65,10 @@ class Limits:
 
 @dataclass(frozen=True)
 class GatewayRoute:
-    """How this attempt reaches remote MCP servers: the gateway's base URL and the ticket
-    that proves the execution to it. The ticket lives in memory only (never in a
-    checkpoint, an action or a trace) and is never the credential of the remote service:
-    the gateway injects that."""
+    """How this attempt reaches remote MCP servers and the egress proxy: the gateway's
+    base URL and the ticket that proves the execution to it. The ticket lives in memory
+    only (never in a checkpoint, an action or a trace) and is never the credential of the
+    remote service: the gateway injects that."""
 
     url: str
     ticket: str = field(repr=False)
@@ -76,6 +76,11 @@ class GatewayRoute:
     #: requests then go to it without a loopback HTTP hop (the same checks, the same
     #: ticket; a parse and a socket round trip on each side less).
     app: Callable[..., Awaitable[None]] | None = field(default=None, repr=False, compare=False)
+    #: The gateway's egress proxy when it runs in this very process: a connection from
+    #: the sandbox is handed to it (with the ticket) instead of crossing a WebSocket.
+    egress: Callable[[str, asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]] | None = (
+        field(default=None, repr=False, compare=False)
+    )
     #: Called when the gateway refuses a call because the grant is revoked: the attempt
     #: checks the grant now (and stops) instead of at its next heartbeat.
     on_revoked: Callable[[], Awaitable[None]] | None = field(
@@ -85,18 +90,19 @@ class GatewayRoute:
 
 @dataclass
 class RunEnv:
-    """Per-execution inputs: identities, the workspace, ports, time."""
+    """Per-execution inputs: identities, the working directory, ports, time."""
 
     execution_id: str
     root_run_id: str
-    workspace: Path
+    workdir: Path
     ids: IdSource
     artifacts: ArtifactPort = field(default_factory=MemoryArtifacts)
     clock: Callable[[], float] = time.monotonic  # delta batching
     #: The environment `shell` commands get; None: the process's, scrubbed to an allowlist.
     shell_env: Mapping[str, str] | None = None
-    #: How `shell` runs: "bwrap" (bubblewrap; refused when it cannot start) or "none".
-    sandbox: SandboxMode = "bwrap"
+    #: How `shell` and stdio MCP servers run: confined (refused when the sandbox cannot
+    #: start) or, the operator's choice, not; its limits; the egress proxy's socket.
+    sandbox: Sandbox = field(default_factory=Sandbox)
     #: Model retries: the wall clock (a retry's `retry_at`), the wait, and the jitter.
     wall_clock: Callable[[], float] = time.time
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
@@ -120,6 +126,9 @@ class Answer:
 class Completed:
     output: str
     usage: Mapping[str, int]
+    #: The final answer as the JSON the output schema accepted; None without a schema.
+    result: JsonValue = None
+    structured: bool = False  # whether the agent declares an output schema
 
 
 @dataclass(frozen=True)

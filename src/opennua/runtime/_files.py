@@ -33,7 +33,7 @@ def _shown(relative: str) -> str:
     return repr(relative if len(relative) <= 200 else relative[:200] + "…")
 
 
-def confine(workspace: Path, relative: str) -> Path:
+def confine(workdir: Path, relative: str) -> Path:
     """`relative` inside `workspace` (symlinks resolved), or a `ToolError` that says why not.
 
     Refused: empty and absolute paths, NUL bytes, names the file system cannot hold, any
@@ -60,7 +60,7 @@ def confine(workspace: Path, relative: str) -> Path:
         )
     if any(len(part.encode()) > NAME_MAX for part in pure.parts):
         raise ToolError(f"path {_shown(relative)} has a name longer than {NAME_MAX} bytes")
-    root = workspace.resolve()
+    root = workdir.resolve()
     try:
         target = (root / pure).resolve()
     except (OSError, RuntimeError):  # a symlink loop
@@ -76,11 +76,11 @@ def _error(relative: str, exc: OSError) -> ToolError:
 
 
 @contextmanager
-def _parent(workspace: Path, relative: str, *, create: bool = False) -> Iterator[tuple[int, str]]:
+def _parent(workdir: Path, relative: str, *, create: bool = False) -> Iterator[tuple[int, str]]:
     """The open directory holding `relative`'s target and the target's name in it. With
     `create`, missing directories on the way are made."""
-    root = workspace.resolve()
-    target = confine(workspace, relative)
+    root = workdir.resolve()
+    target = confine(workdir, relative)
     if target == root:
         raise ToolError(f"{_shown(relative)} is a directory, not a regular file")
     *dirs, name = target.relative_to(root).parts
@@ -164,8 +164,8 @@ def _write_all(fd: int, data: bytes) -> None:
         offset += os.pwrite(fd, view[offset:], offset)
 
 
-def read_text(workspace: Path, relative: str) -> str:
-    with _parent(workspace, relative) as (dir_fd, name):
+def read_text(workdir: Path, relative: str) -> str:
+    with _parent(workdir, relative) as (dir_fd, name):
         try:
             fd = _open_checked(relative, dir_fd, name, os.O_RDONLY)
         except FileNotFoundError:
@@ -176,10 +176,10 @@ def read_text(workspace: Path, relative: str) -> str:
             os.close(fd)
 
 
-def write_text(workspace: Path, relative: str, content: str) -> bytes | None:
+def write_text(workdir: Path, relative: str, content: str) -> bytes | None:
     """Create or overwrite the file; its bytes before (None when it did not exist)."""
     data = content.encode()
-    with _parent(workspace, relative, create=True) as (dir_fd, name):
+    with _parent(workdir, relative, create=True) as (dir_fd, name):
         try:
             new = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _FILE_FLAGS
             fd = os.open(name, new, 0o666, dir_fd=dir_fd)
@@ -197,9 +197,9 @@ def write_text(workspace: Path, relative: str, content: str) -> bytes | None:
         return before
 
 
-def edit_text(workspace: Path, relative: str, old: str, new: str) -> tuple[bytes, bytes]:
+def edit_text(workdir: Path, relative: str, old: str, new: str) -> tuple[bytes, bytes]:
     """Replace the one occurrence of `old` with `new`; the file's bytes before and after."""
-    with _parent(workspace, relative) as (dir_fd, name):
+    with _parent(workdir, relative) as (dir_fd, name):
         try:
             fd = _open_checked(relative, dir_fd, name, os.O_RDWR)
         except FileNotFoundError:
@@ -221,11 +221,11 @@ def edit_text(workspace: Path, relative: str, old: str, new: str) -> tuple[bytes
             os.close(fd)
 
 
-def list_tree(workspace: Path, relative: str) -> list[str]:
+def list_tree(workdir: Path, relative: str) -> list[str]:
     """Every entry under a workspace directory, relative to the workspace (directories with
     a trailing `/`), sorted. Symlinked directories are listed, not entered."""
-    root = workspace.resolve()
-    base = root if relative in (".", "") else confine(workspace, relative)
+    root = workdir.resolve()
+    base = root if relative in (".", "") else confine(workdir, relative)
     try:
         if not base.is_dir():
             raise ToolError(f"no such directory: {relative}")

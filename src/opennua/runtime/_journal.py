@@ -32,7 +32,7 @@ class LedgerOp:
 
 
 @dataclass(frozen=True, slots=True)
-class CheckpointRecord:
+class CheckpointWrite:
     """What one commit adds to the checkpoint: a step (ops, JSON bytes) and, now and then,
     a compacted full state that replaces everything before it."""
 
@@ -58,7 +58,7 @@ class Journal(Protocol):
     async def commit(
         self,
         events: Sequence[RuntimeEvent],
-        checkpoints: Sequence[CheckpointRecord],
+        checkpoints: Sequence[CheckpointWrite],
         ledger: Sequence[LedgerOp] = (),
     ) -> None:
         """Make the events, the checkpoint records (in step order) and the ledger ops
@@ -118,7 +118,7 @@ class InMemoryJournal:
     async def commit(
         self,
         events: Sequence[RuntimeEvent],
-        checkpoints: Sequence[CheckpointRecord],
+        checkpoints: Sequence[CheckpointWrite],
         ledger: Sequence[LedgerOp] = (),
     ) -> None:
         if self.fenced:

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from typing import Literal
 
-from pydantic_ai.messages import TextPart
+from pydantic_ai.messages import ModelRequest, TextPart, UserPromptPart
 from pydantic_ai.models import Model
 
 from opennua.protocol import actions as pa
@@ -38,12 +38,14 @@ from opennua.runtime._env import (
     Stopped,
     Suspended,
 )
+from opennua.runtime._errors import RuntimeFailure
 from opennua.runtime._events import RuntimeEvent
 from opennua.runtime._journal import Journal, LedgerOp
-from opennua.runtime._mcp import connect_mcp
+from opennua.runtime._mcp import McpUnavailable, connect_mcp
 from opennua.runtime._model_calls import ModelCalls
 from opennua.runtime._models import resolve_model
-from opennua.runtime._ops import AnswerOp, EndOp, FlushOp, RunOp
+from opennua.runtime._ops import AnswerOp, EndOp, FlushOp, PromptOp, RunOp
+from opennua.runtime._output import check_output, invalid_message, retry_prompt, schema_note
 from opennua.runtime._state import ExecState, RunState
 from opennua.runtime._tools import Tool
 from opennua.runtime._tracing import Spans
@@ -103,19 +105,28 @@ class AgentLoop:
             self._cancel = CancelScope(cancel)
         async with AsyncExitStack() as stack:
             tools = [*self.agent.tools, *self._extra_tools]
+            unavailable: list[tuple[str, McpUnavailable]] = []
             for server in self.agent.mcp_servers:
-                tools.extend(
-                    await connect_mcp(
-                        stack,
-                        server,
-                        cwd=self.env.workspace,
-                        sandbox=self.env.sandbox,
-                        gateway=self.env.gateway,
+                try:
+                    tools.extend(
+                        await connect_mcp(
+                            stack,
+                            server,
+                            cwd=self.env.workdir,
+                            sandbox=self.env.sandbox,
+                            gateway=self.env.gateway,
+                        )
                     )
-                )
+                except McpUnavailable as exc:
+                    if server.required:
+                        raise RuntimeFailure(
+                            f"{exc.message}\n(the deployment requires this server)", code=exc.code
+                        ) from exc
+                    unavailable.append((server.name, exc))
             self._tool_map = self.agent.governed(tools)
             self._writer = await self._load()
             try:
+                await self._report_unavailable(unavailable)
                 return await self._run(prompt)
             finally:
                 await self._writer.abandon()
@@ -170,12 +181,31 @@ class AgentLoop:
         )
         return writer
 
+    async def _report_unavailable(self, unavailable: list[tuple[str, McpUnavailable]]) -> None:
+        """One bad server does not sink the turn: the user sees which and why (an action on
+        the turn; a resumed attempt's same report is the same action), the model a note in
+        its instructions."""
+        if not unavailable:
+            return
+        root = self.env.root_run_id
+        for name, exc in unavailable:
+            data = pa.McpServerUnavailable(server=name, code=exc.code, message=exc.message[-4096:])
+            await self._writer.push(RuntimeEvent(f"{root}/mcp/{name}/unavailable", root, data))
+        await self._writer.flush()
+        notes = []
+        for name, exc in unavailable:
+            reason = exc.message.splitlines()[0][:300]
+            notes.append(f"- {name}: {reason}")
+        self._model_calls.note = (
+            "These MCP servers are unavailable in this turn, so their tools are missing; "
+            "say so if the task needs them:\n" + "\n".join(notes)
+        )
+
     async def _run(self, prompt: str | None) -> Outcome:
-        if not self.state.runs:
-            await self._open(prompt)
-        root = self.state.runs[self.state.root_run_id]
         try:
-            await self._drive(root, depth=0)
+            if not self.state.runs:
+                await self._open(prompt)  # its hooks may stop the turn before it starts
+            await self._drive(self.state.runs[self.state.root_run_id], depth=0)
         except Suspend as s:
             await self._writer.flush()
             await self._writer.settle()
@@ -192,14 +222,88 @@ class AgentLoop:
             return Stopped(reason, error, self.state.usage_total())
         await self._writer.flush()
         await self._writer.settle()
-        return Completed(root.output or "", self.state.usage_total())
+        root = self.state.runs[self.state.root_run_id]
+        output, schema = root.output or "", self.agent.output_schema
+        if schema is None:
+            return Completed(output, self.state.usage_total())
+        # Checked when the run ended (else it would not have); read again here, the same
+        # way, so a resumed attempt that finds the run ended returns the same result.
+        result = check_output(output, schema).value
+        return Completed(output, self.state.usage_total(), result=result, structured=True)
 
     async def _open(self, prompt: str | None) -> None:
         if prompt is None:
             raise ValueError("a new execution needs a prompt")
+        prompt = await self._submitted(prompt)
         root = self.env.root_run_id
-        self._writer.apply(RunOp(run=root, prompt=prompt, instructions=self.agent.instructions))
+        instructions = self.agent.instructions
+        if self.agent.output_schema is not None:
+            instructions = f"{instructions}\n\n{schema_note(self.agent.output_schema)}"
+        self._writer.apply(RunOp(run=root, prompt=prompt, instructions=instructions))
         await self._writer.commit(self._model_calls.issue(self.state.runs[root]))
+
+    async def _submitted(self, prompt: str) -> str:
+        """The prompt after the plugin's SessionStart and UserPromptSubmit hooks: their
+        context added, or `Stop` when a hook blocks it. They run before the execution's
+        first commit: a crash before it runs them again, nothing after it does."""
+        hooks = self.agent.hooks
+        if hooks is None:
+            return prompt
+        base = {"session_id": self.env.execution_id}
+        sandbox, workdir = self.env.sandbox, self.env.workdir
+        started = await self._cancel.race(
+            hooks.run(
+                "SessionStart", {**base, "source": "startup"}, sandbox=sandbox, workdir=workdir
+            )
+        )
+        submitted = await self._cancel.race(
+            hooks.run(
+                "UserPromptSubmit", {**base, "prompt": prompt}, sandbox=sandbox, workdir=workdir
+            )
+        )
+        if submitted.blocked:
+            raise Stop(
+                "failed", "blocked_by_hook", f"a hook blocked the prompt: {submitted.reason}"
+            )
+        return "\n\n".join([prompt, *started.context, *submitted.context])
+
+    async def _stop_hook(self, run: RunState, output: str) -> str | None:
+        """A Stop hook's reason to keep working (None: the run may end)."""
+        hooks = self.agent.hooks
+        if hooks is None or run.parent_run_id is not None or not hooks.matching("Stop"):
+            return None
+        # The request before this response was a Stop hook's prompt: say so, as Claude
+        # Code does, so a hook can let the agent stop instead of looping.
+        before = run.messages[-2] if len(run.messages) >= 3 else None
+        active = isinstance(before, ModelRequest) and all(
+            isinstance(p, UserPromptPart) for p in before.parts
+        )
+        payload = {
+            "session_id": self.env.execution_id,
+            "stop_hook_active": active,
+            "last_assistant_message": output,
+        }
+        verdict = await self._cancel.race(
+            hooks.run("Stop", payload, sandbox=self.env.sandbox, workdir=self.env.workdir)
+        )
+        if not verdict.blocked or not self._model_calls.can_issue():
+            return None
+        return verdict.reason
+
+    async def _unfit(self, run: RunState, output: str, events: list[RuntimeEvent]) -> str | None:
+        """The retry prompt when the root run's final answer does not fit the output schema
+        (None: it fits, or there is none). Out of retries, the answer is committed as it
+        is and the turn fails with `output_invalid`."""
+        schema = self.agent.output_schema
+        if schema is None or run.parent_run_id is not None:
+            return None
+        checked = check_output(output, schema)
+        if checked.valid:
+            return None
+        if run.output_retries < self.agent.output_retries and self._model_calls.can_issue():
+            return retry_prompt(checked.errors)
+        await self._writer.commit(events)
+        raise Stop("failed", "output_invalid", invalid_message(checked.errors, run.output_retries))
 
     # -- driving runs ----------------------------------------------------------------------
 
@@ -245,7 +349,15 @@ class AgentLoop:
         ledger: list[LedgerOp] = []
         if not run.calls:
             output = "".join(p.content for p in response.parts if isinstance(p, TextPart))
-            self._writer.apply(EndOp(run=run.run_id, status="completed", output=output))
+            going_on = await self._stop_hook(run, output)
+            if going_on is not None:
+                self._writer.apply(PromptOp(run=run.run_id, prompt=going_on))
+                events += self._model_calls.issue(run)
+            elif (retry := await self._unfit(run, output, events)) is not None:
+                self._writer.apply(PromptOp(run=run.run_id, prompt=retry, output_retry=True))
+                events += self._model_calls.issue(run)
+            else:
+                self._writer.apply(EndOp(run=run.run_id, status="completed", output=output))
         else:
             events += self._tool_calls.ride(run, ledger)
         await self._writer.commit(events, ledger)
@@ -269,18 +381,20 @@ class AgentLoop:
             if run.issued and (streaming is None or streaming[0] is not run):
                 events.append(self._model_calls.interrupted(run))
             for call in run.calls[run.next_call :]:
-                if run.child is not None and call is run.current:
-                    continue
-                events.append(
-                    RuntimeEvent(
-                        f"{run.run_id}/{call.call_id}/{status}",
-                        run.run_id,
-                        pa.ToolCallUpdated(tool_call_id=call.call_id, status=status),
-                    )
-                )
-                if run.started and call is run.current:
+                update = pa.ToolCallUpdated(tool_call_id=call.call_id, status=status)
+                if run.child is None and run.started and call is run.current:
                     # It may have had effects before it was killed: say so, don't guess.
+                    update = pa.ToolCallUpdated(
+                        tool_call_id=call.call_id,
+                        status="unknown",
+                        error=pa.ErrorInfo(
+                            code="outcome_unknown", message="the turn ended while it ran"
+                        ),
+                    )
                     ledger.append(LedgerOp("unknown", call.call_id, call.name))
+                events.append(
+                    RuntimeEvent(f"{run.run_id}/{call.call_id}/{status}", run.run_id, update)
+                )
             if run.parent_run_id is not None:
                 events.append(
                     RuntimeEvent(

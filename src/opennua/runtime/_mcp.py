@@ -11,18 +11,27 @@ otherwise `destructiveHint` (true by default in the MCP spec) → kind `edit` an
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import dataclasses
 import json
+import os
 import re
 import sys
+import threading
+from collections import deque
 from collections.abc import Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+from urllib.parse import quote
 
 import httpx2
 import mcp_types
 from mcp import Client, StdioServerParameters
+from mcp.client.sse import sse_client
+from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import (
     MCP_DEFAULT_SSE_READ_TIMEOUT,
@@ -32,14 +41,28 @@ from mcp.shared._httpx_utils import (
 from mcp.shared.exceptions import MCPError
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+from opennua.plugins import UndefinedVariable, expand_variables
 from opennua.runtime._env import GatewayRoute
 from opennua.runtime._errors import RuntimeFailure, ToolError
-from opennua.runtime._sandbox import WORKSPACE, SandboxMode, bwrap_argv, sandbox_problem
+from opennua.runtime._sandbox import (
+    Sandbox,
+    confine,
+    finish,
+    inside,
+    prepare,
+    sandbox_problem,
+)
 from opennua.runtime._tools import Tool, ToolContext
 
 #: Where a plugin's directory appears inside the sandbox of its stdio servers.
 PLUGIN_MOUNT = "/plugin"
 _ROOT_VARIABLE = re.compile(r"\$\{(?:PLUGIN_ROOT|CLAUDE_PLUGIN_ROOT)\}")
+_UNCONFINED = Sandbox("none")
+#: How much of a failed server's stderr the turn keeps (its last lines).
+STDERR_LINES = 20
+STDERR_BYTES = 2048
+#: Failures of the installation, not of a server: they fail the turn as before.
+_OPERATOR_PROBLEMS = frozenset({"sandbox_unavailable", "gateway_unavailable"})
 
 
 @dataclass(frozen=True)
@@ -53,69 +76,96 @@ class McpServer:
     env: Mapping[str, str] | None = None
     url: str | None = None
     server: Any = field(default=None, compare=False)
-    #: Prefix tool names with `<name>__` so two servers' tools cannot collide.
-    prefix: bool = False
+    #: Name tools `<prefix>__<tool>` so two servers' tools cannot collide (None: as the
+    #: server names them). A plugin's server: its name, or a safe form of it.
+    prefix: str | None = None
     #: A plugin's server: `${PLUGIN_ROOT}` in command, args and env names this directory,
-    #: and under the "bwrap" sandbox mode it runs confined. Not part of the digest: where
-    #: a version is unpacked differs between machines and restarts.
+    #: and unless the sandbox mode is "none" it runs confined, without network (its
+    #: egress, if the deployment allows any, goes through the proxy). Not part of the
+    #: digest: where a version is unpacked differs between machines and restarts.
     plugin_root: Path | None = field(default=None, compare=False)
-    network: bool = False  # a confined server keeps the network (the egress policy allows)
+    #: A remote server's transport: streamable HTTP, or the older HTTP+SSE.
+    transport: Literal["http", "sse"] = "http"
+    #: Fail the turn when it cannot start (the deployment says so); otherwise the turn
+    #: goes on without its tools, and the model and the user are told why.
+    required: bool = False
+    #: What `${VAR}` in command, args and env names: the deployment's `env` and the secrets
+    #: the operator put into this server's sandbox. Values, so not part of the digest.
+    variables: Mapping[str, str] | None = field(default=None, compare=False)
+    #: Values never shown in what the turn records of this server (its stderr): secrets.
+    secret_values: Mapping[str, str] | None = field(default=None, compare=False)
 
     def describe(self) -> dict[str, Any]:
-        return {
+        described = {
             "name": self.name,
             "command": self.command,
             "args": list(self.args),
             "url": self.url,
             "in_process": self.server is not None,
-            "prefix": self.prefix,
+            # A prefix equal to the name is `true`, as it was described before prefixes
+            # could differ from names: those definitions keep their digests.
+            "prefix": True if self.prefix == self.name else self.prefix or False,
         }
+        # Only when set, so that a definition without them keeps the digest it had.
+        if self.transport != "http":
+            described["transport"] = self.transport
+        if self.required:
+            described["required"] = True
+        return described
 
-    def _target(self, cwd: Path | None = None, sandbox: SandboxMode = "none") -> Any:
+    def _target(self, cwd: Path | None = None, sandbox: Sandbox = _UNCONFINED) -> Any:
+        """What the MCP client connects to, and for a plugin's stdio server run confined
+        its launch (a scratch directory to remove once it ended). Blocking."""
         if self.server is not None:
-            return self.server
+            return self.server, None
         if self.url is not None:
-            return self.url
+            return self.url, None
         if self.command is None:
             raise ValueError(f"MCP server {self.name!r} has no command, url or server")
-        confined = self.plugin_root is not None and sandbox == "bwrap" and cwd is not None
-        root = PLUGIN_MOUNT if confined else str(self.plugin_root)
+        plugin_root = self.plugin_root
+        confined = plugin_root is not None and sandbox.mode != "none" and cwd is not None
+        root = str(plugin_root)
+        if confined:
+            assert plugin_root is not None
+            root = inside(sandbox, plugin_root, PLUGIN_MOUNT)
 
         def expand(value: str) -> str:
-            return _ROOT_VARIABLE.sub(lambda _: root, value) if self.plugin_root else value
+            try:
+                value = expand_variables(value, self.variables or {})
+            except UndefinedVariable as exc:
+                raise RuntimeFailure(
+                    f"MCP server {self.name!r} is not configured: {exc}", code="mcp_unconfigured"
+                ) from None
+            return _ROOT_VARIABLE.sub(lambda _: root, value) if plugin_root else value
 
         command, args = expand(self.command), [expand(a) for a in self.args]
         env = {k: expand(v) for k, v in (self.env or {}).items()}
-        if self.plugin_root is not None:
+        if plugin_root is not None:
             env["PLUGIN_ROOT"] = env["CLAUDE_PLUGIN_ROOT"] = root  # servers written for either
-        if confined:
-            assert self.plugin_root is not None and cwd is not None
-            problem = sandbox_problem(sandbox)
-            if problem is not None:
-                raise RuntimeFailure(
-                    f"MCP server {self.name!r} runs under bubblewrap, which cannot start: "
-                    f"{problem}. The operator can install it, or run `nua serve --sandbox "
-                    "none`.",
-                    code="sandbox_unavailable",
-                )
-            env["HOME"] = WORKSPACE
-            argv = bwrap_argv(
-                cwd, [command, *args], network=self.network, read_only=_read_only(self)
+        if not confined:
+            return StdioServerParameters(command=command, args=args, env=env or None, cwd=cwd), None
+        assert plugin_root is not None and cwd is not None
+        problem = sandbox_problem(sandbox.mode)
+        if problem is not None:
+            raise RuntimeFailure(
+                f"MCP server {self.name!r} runs in the sandbox, which cannot start: "
+                f"{problem}. The operator can install bubblewrap, or run `nua serve "
+                "--sandbox none`.",
+                code="sandbox_unavailable",
             )
-            command, args = argv[0], argv[1:]
-        return StdioServerParameters(command=command, args=args, env=env or None, cwd=cwd)
-
-
-def _read_only(spec: McpServer) -> list[tuple[Path, str]]:
-    """The plugin at /plugin and, when they are outside /usr, this interpreter and its
-    virtual environment at their own paths: a server written with the `mcp` SDK, run by
-    `python3` on PATH, finds it as opennua does."""
-    assert spec.plugin_root is not None
-    binds = [(spec.plugin_root, PLUGIN_MOUNT)]
-    for prefix in dict.fromkeys((Path(sys.base_prefix), Path(sys.prefix))):
-        if not prefix.is_relative_to("/usr"):
-            binds.append((prefix, str(prefix)))
-    return binds
+        prepare(sandbox, cwd)
+        launch = confine(
+            sandbox,
+            cwd,
+            [command, *args],
+            env,
+            read_only=[(plugin_root, PLUGIN_MOUNT)],
+            long_lived=True,  # a server gets no CPU-time limit: it lives as long as the turn
+        )
+        params = StdioServerParameters(
+            command=launch.argv[0], args=launch.argv[1:], env=launch.env, cwd=cwd
+        )
+        return params, launch
 
 
 def _flags(annotations: mcp_types.ToolAnnotations | None) -> tuple[str, bool, bool]:
@@ -161,16 +211,88 @@ async def _traceparent(request: Any) -> None:
 async def _via_gateway(stack: AsyncExitStack, spec: McpServer, gateway: GatewayRoute | None) -> Any:
     """A remote server is reached only through the gateway, which resolves where it is and
     injects its credential; the runtime sends its ticket and nothing else (the URL in the
-    definition is not trusted to receive a credential)."""
+    definition is not trusted to receive a credential). An SSE server is reached with the
+    SSE transport, through the gateway as well."""
     if gateway is None:
         raise RuntimeFailure(
             f"MCP server {spec.name!r} is remote and this supervisor has no gateway "
             "(run `nua serve --role all`, or give supervisors --gateway-url)",
             code="gateway_unavailable",
         )
+    url = gateway.url.rstrip("/") + GATEWAY_PATH + quote(spec.name, safe="")
+    if spec.transport == "sse":
+        # Over the loopback even in-process: the stream is relayed as it comes, which an
+        # in-process ASGI transport would hold until it ended.
+        route = dataclasses.replace(gateway, app=None)
+
+        def factory(
+            headers: dict[str, str] | None = None,
+            timeout: httpx2.Timeout | None = None,
+            auth: httpx2.Auth | None = None,
+        ) -> httpx2.AsyncClient:
+            return gateway_client(route)
+
+        return sse_client(url + "/sse", httpx_client_factory=factory)
     http = await stack.enter_async_context(gateway_client(gateway))
-    url = gateway.url.rstrip("/") + GATEWAY_PATH + spec.name
     return streamable_http_client(url, http_client=http)
+
+
+class McpUnavailable(RuntimeFailure):
+    """An MCP server did not start or did not list its tools; the message says why."""
+
+    code = "mcp_unavailable"
+
+
+class _StderrTail:
+    """A stdio server's stderr: passed on to ours (the operator's log, as before), its last
+    lines kept to say why the server failed. A thread reads the pipe: it ends when the
+    server and our copy of the pipe's write end are closed."""
+
+    def __init__(self, secrets: Mapping[str, str] | None) -> None:
+        read, write = os.pipe()
+        self.writer = os.fdopen(write, "w")
+        self._lines: deque[str] = deque(maxlen=STDERR_LINES)
+        self._secrets = sorted(
+            ((n, v) for n, v in (secrets or {}).items() if v), key=lambda p: -len(p[1])
+        )
+        self._thread = threading.Thread(target=self._pump, args=(read,), daemon=True)
+        self._thread.start()
+
+    def _pump(self, fd: int) -> None:
+        with os.fdopen(fd, "rb") as pipe:
+            for raw in pipe:
+                try:
+                    sys.stderr.buffer.write(raw)
+                    sys.stderr.flush()
+                except (AttributeError, ValueError, OSError):
+                    pass  # no byte-level stderr (captured in tests): keep the tail anyway
+                self._lines.append(raw.decode(errors="replace").rstrip("\n"))
+
+    def close(self) -> None:
+        self.writer.close()
+
+    def text(self, wait: float = 0.5) -> str:
+        """The last lines, with secret values replaced by their names, at most
+        `STDERR_BYTES`. Waits briefly for the pipe's last bytes after the server died."""
+        self._thread.join(wait)
+        text = "\n".join(self._lines)
+        for name, value in self._secrets:
+            text = text.replace(value, f"[redacted:{name}]")
+        return text[-STDERR_BYTES:]
+
+
+def _why(exc: BaseException) -> tuple[str, str]:
+    """(code, message) of a server that failed to start: the gateway's reason when it
+    refused or could not reach the server, else what the SDK raised."""
+    if isinstance(exc, RuntimeFailure):
+        return exc.code, exc.message
+    error = _first_mcp_error(exc)
+    if error is not None:
+        code = error.data.get("code") if isinstance(error.data, dict) else None
+        return code or "mcp_error", str(error)
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return "mcp_unavailable", f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
 def gateway_client(gateway: GatewayRoute) -> httpx2.AsyncClient:
@@ -196,27 +318,38 @@ async def connect_mcp(
     spec: McpServer,
     *,
     cwd: Path | None = None,
-    sandbox: SandboxMode = "none",
+    sandbox: Sandbox = _UNCONFINED,
     gateway: GatewayRoute | None = None,
 ) -> list[Tool]:
     """Open `spec` on `stack` (closed with it) and return its tools as ours; a stdio server
     runs in `cwd` (the execution's workspace), a plugin's confined when `sandbox` says so;
-    a remote one is reached through `gateway`."""
-    if spec.url is not None and spec.server is None:
-        target = await _via_gateway(stack, spec, gateway)
-    else:
-        target = spec._target(cwd, sandbox)
+    a remote one is reached through `gateway`. Raises `McpUnavailable` saying why it did
+    not start (a stdio server's last stderr lines, the gateway's reason), with nothing of
+    it left open."""
+    own = AsyncExitStack()
+    tail: _StderrTail | None = None
     try:
-        client = await stack.enter_async_context(Client(target, cache=None))
+        if spec.url is not None and spec.server is None:
+            target = await _via_gateway(own, spec, gateway)
+        else:
+            target, launch = await asyncio.to_thread(spec._target, cwd, sandbox)
+            if launch is not None:
+                own.callback(finish, launch)  # after the server (entered later) has stopped
+            if isinstance(target, StdioServerParameters):
+                tail = _StderrTail(spec.secret_values)
+                own.callback(tail.close)
+                target = stdio_client(target, errlog=tail.writer)
+        client = await own.enter_async_context(Client(target, cache=None))
         listed = await client.list_tools()
-    except (MCPError, BaseExceptionGroup) as exc:
-        # E.g. the gateway refusing the connection (egress, an ended execution): why, as
-        # the turn's error, instead of an internal error. The SDK raises it in a group.
-        error = _first_mcp_error(exc)
-        if error is None:
-            raise
-        why = error.data.get("code") if isinstance(error.data, dict) else None
-        raise RuntimeFailure(f"MCP server {spec.name!r}: {error}", code=why or "mcp_error") from exc
+    except Exception as exc:
+        await _close_quietly(own)
+        if isinstance(exc, RuntimeFailure) and exc.code in _OPERATOR_PROBLEMS:
+            raise  # not this server's: every server of its kind would fail the same way
+        code, message = _why(exc)
+        if tail is not None and (stderr := tail.text()):
+            message = f"{message}\n{stderr}"
+        raise McpUnavailable(f"MCP server {spec.name!r}: {message}", code=code) from exc
+    stack.push_async_callback(own.aclose)
     tools = []
     for t in listed.tools:
         kind, approval, idempotent = _flags(t.annotations)
@@ -237,7 +370,7 @@ async def connect_mcp(
 
         tools.append(
             Tool(
-                name=f"{spec.name}__{t.name}" if spec.prefix else t.name,
+                name=f"{spec.prefix}__{t.name}" if spec.prefix else t.name,
                 description=t.description or "",
                 kind=kind,  # type: ignore[arg-type]
                 title=(t.annotations.title if t.annotations and t.annotations.title else t.name),
@@ -250,3 +383,8 @@ async def connect_mcp(
             )
         )
     return tools
+
+
+async def _close_quietly(stack: AsyncExitStack) -> None:
+    with contextlib.suppress(Exception):  # a server that failed to start may fail to stop
+        await stack.aclose()

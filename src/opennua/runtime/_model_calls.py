@@ -36,13 +36,14 @@ from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import ToolDefinition
 
 from opennua.protocol import actions as pa
+from opennua.protocol import timestamp
 from opennua.runtime._agent import AgentDefinition
 from opennua.runtime._budget import Budget
 from opennua.runtime._control import Cancelled, CancelScope, Stop
 from opennua.runtime._env import Limits, RunEnv
 from opennua.runtime._events import RuntimeEvent
 from opennua.runtime._ops import IssueOp, ResponseOp
-from opennua.runtime._retry import ModelFailure, classify, retry_delay, rfc3339
+from opennua.runtime._retry import ModelFailure, classify, retry_delay
 from opennua.runtime._state import RunState, tool_calls, usage_of
 from opennua.runtime._tools import Tool
 from opennua.runtime._tracing import Spans
@@ -70,6 +71,8 @@ class ModelCalls:
         self._model = model
         self._resolve = resolve
         self._models: dict[str, Model] = {}  # sub-agents' own models, by model string
+        #: Said to the model after the instructions (which MCP servers are unavailable).
+        self.note = ""
         self.budget = budget
         self._limits = limits
         self._env = env
@@ -90,7 +93,7 @@ class ModelCalls:
     def model_for(self, run: RunState) -> Model:
         """The run's model: its sub-agent's own (front matter `model`), or the agent's."""
         sub = self._agent.subagent(run.agent) if run.agent is not None else None
-        if sub is None or sub.model is None:
+        if sub is None or sub.model is None or sub.model == self._agent.model:
             return self._model
         if sub.model not in self._models:
             self._models[sub.model] = self._resolve(sub.model)
@@ -162,7 +165,7 @@ class ModelCalls:
             state="running",
             model_retry=pa.ModelRetry(
                 attempt=retry,
-                retry_at=rfc3339(self._env.wall_clock() + delay),
+                retry_at=timestamp(self._env.wall_clock() + delay),
                 error=pa.ErrorInfo(code=failure.code, message=failure.message),
             ),
         )
@@ -185,11 +188,14 @@ class ModelCalls:
         )
 
     def _instructions(self, run: RunState, depth: int) -> str:
-        """The root's instructions; a named sub-agent's own; else the worker default."""
+        """The root's instructions; a named sub-agent's own; else the worker default; then
+        the note of this attempt, if any."""
         if depth == 0:
-            return self._agent.instructions
-        sub = self._agent.subagent(run.agent) if run.agent is not None else None
-        return sub.instructions if sub is not None else self._agent.worker_instructions
+            text = self._agent.instructions
+        else:
+            sub = self._agent.subagent(run.agent) if run.agent is not None else None
+            text = sub.instructions if sub is not None else self._agent.worker_instructions
+        return f"{text}\n\n{self.note}" if self.note else text
 
     async def _stream(
         self, run: RunState, depth: int, mid: str, key: str, streamed: list[int], retries: int

@@ -103,6 +103,17 @@ class FlushOp:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class PromptOp:
+    """The run goes on with a new user prompt: a Stop hook's reason to keep working, or
+    (`output_retry`) the errors of a final answer that does not fit the output schema."""
+
+    op: Literal["prompt"] = "prompt"
+    run: str
+    prompt: str
+    output_retry: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ChildOp:
     """The run's current call (`task`) runs as the sub-agent run `child`."""
 
@@ -137,6 +148,7 @@ Op = (
     | AnswerOp
     | ResultOp
     | FlushOp
+    | PromptOp
     | ChildOp
     | PlanOp
     | EndOp

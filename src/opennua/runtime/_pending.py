@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from opennua.protocol.actions import ToolCallUpdated
 from opennua.runtime._checkpoint import join_steps, pack_step
 from opennua.runtime._events import RuntimeEvent
-from opennua.runtime._journal import CheckpointRecord, LedgerOp
+from opennua.runtime._journal import CheckpointWrite, LedgerOp
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,13 +22,13 @@ class Step:
     """One `_commit` of the loop: its events, its checkpoint record, its ledger ops."""
 
     events: list[RuntimeEvent]
-    checkpoint: CheckpointRecord
+    checkpoint: CheckpointWrite
     ledger: Sequence[LedgerOp]
 
 
 def merge_steps(
     steps: Sequence[Step],
-) -> tuple[list[RuntimeEvent], list[CheckpointRecord], list[LedgerOp]]:
+) -> tuple[list[RuntimeEvent], list[CheckpointWrite], list[LedgerOp]]:
     """The events, checkpoint records and ledger ops of one commit holding `steps`, in order.
 
     Consecutive checkpoint steps become one record (their ops joined, numbered by the last,
@@ -39,18 +39,18 @@ def merge_steps(
         only, cp = steps[0], steps[0].checkpoint
         return (
             only.events,
-            [CheckpointRecord(cp.step_no, pack_step(cp.payload), cp.full)],
+            [CheckpointWrite(cp.step_no, pack_step(cp.payload), cp.full)],
             list(only.ledger),
         )
     events = [event for step in steps for event in step.events]
     ledger = [op for step in steps for op in step.ledger]
-    records: list[CheckpointRecord] = []
+    records: list[CheckpointWrite] = []
     group: list[bytes] = []
     for step in steps:
         group.append(step.checkpoint.payload)
         if step.checkpoint.full is not None or step is steps[-1]:
             cp = step.checkpoint
-            records.append(CheckpointRecord(cp.step_no, pack_step(join_steps(group)), cp.full))
+            records.append(CheckpointWrite(cp.step_no, pack_step(join_steps(group)), cp.full))
             group = []
     return _drop_unseen_progress(events), records, ledger
 

@@ -19,34 +19,24 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from opennua.plugins import (
+    CLAUDE_TOOL_NAMES,
     McpServerSpec,
     Plugin,
     PluginError,
     Skill,
     SubAgent,
     builtin_plugin_root,
+    claude_tool,
+    model_of_alias,
     read_plugin,
 )
 from opennua.runtime._agent import AgentDefinition, SubAgentDefinition
 from opennua.runtime._builtins import BUILTIN_TOOLS
 from opennua.runtime._errors import ToolError
+from opennua.runtime._hooks import HookSet
 from opennua.runtime._mcp import McpServer
 from opennua.runtime._models import model_from_env
 from opennua.runtime._tools import Tool, make_tool
-
-#: Claude Code's tool names, as sub-agents and skills written for it name them.
-CLAUDE_TOOL_NAMES = {
-    "Read": "read_file",
-    "Write": "write_file",
-    "Edit": "edit_file",
-    "MultiEdit": "edit_file",
-    "Bash": "shell",
-    "Glob": "list_files",
-    "LS": "list_files",
-    "TodoWrite": "plan",
-    "Task": "task",
-    "Skill": "skill",
-}
 
 
 def agent_from_plugin(
@@ -55,15 +45,20 @@ def agent_from_plugin(
     *,
     model: str | None = None,
     tool_overrides: Mapping[str, Mapping[str, Any]] | None = None,
+    model_aliases: Mapping[str, str] | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> AgentDefinition:
     """The agent `plugin` (read from `root`) defines; `model` defaults to `NUA_MODEL` or
-    `scripted:demo`. `tool_overrides` is a deployment's `tools`: per `.mcp.json` server
-    name, a `url`, or a `command` and `args`, that replace how that server is reached.
-    Raises `PluginError` for a remote MCP server the egress list refuses."""
+    `scripted:demo`. The rest is a deployment's: `tool_overrides` its `tools` (per
+    `.mcp.json` server name, a `url`, or a `command` and `args`, that replace how that
+    server is reached, and `required`); `model_aliases` what a sub-agent's `model: opus`
+    means; `env` what `${VAR}` in `.mcp.json` names. A server without a URL (a placeholder
+    the deployment did not fill) is left out. Raises `PluginError` for a remote MCP server
+    the egress list refuses."""
     root = Path(root).resolve()
-    servers = [
-        _overridden(spec, (tool_overrides or {}).get(spec.name)) for spec in plugin.mcp_servers
-    ]
+    model = model or model_from_env()
+    overrides = tool_overrides or {}
+    servers = [_overridden(spec, overrides.get(spec.name)) for spec in plugin.mcp_servers]
     tools = [_task_tool(plugin.agents) if t.name == "task" else t for t in BUILTIN_TOOLS]
     if plugin.skills:
         tools.append(_skill_tool(root, plugin.skills))
@@ -72,13 +67,21 @@ def agent_from_plugin(
         name=plugin.name,
         instructions=plugin.settings.instructions.strip()
         or f"You are {plugin.name}. {plugin.description}".strip(),
-        model=model or model_from_env(),
+        model=model,
         tools=tuple(tools),
-        mcp_servers=tuple(_server(root, spec, plugin) for spec in servers),
-        subagents=tuple(_subagent(a) for a in plugin.agents),
+        mcp_servers=tuple(
+            _server(root, spec, plugin, overrides.get(spec.name), env)
+            for spec in servers
+            if spec.configured
+        ),
+        subagents=tuple(_subagent(a, servers, model, model_aliases) for a in plugin.agents),
         allowed_tools=policy.allowed_tools,
         approval_required=policy.approval_required,
         plugin={"name": plugin.name, "version": plugin.version, "digest": plugin.digest},
+        commands=plugin.commands,
+        hooks=HookSet(plugin.hooks, root) if plugin.hooks else None,
+        output_schema=plugin.settings.output_schema,
+        output_retries=plugin.settings.output_retries,
     )
 
 
@@ -92,21 +95,32 @@ def default_agent(model: str | None = None) -> AgentDefinition:
     return agent_from_plugin(builtin_plugin_root(), _builtin(), model=model)
 
 
-def tool_name(name: str) -> str:
-    """A tool as a plugin names it → as the model sees it (`Read` → `read_file`,
-    `mcp__notes__lookup` → `notes__lookup`)."""
+def tool_name(name: str, prefixes: Mapping[str, str] | None = None) -> str:
+    """A tool as a plugin names it → as the model sees it (`Read` → `read_file`, a rule
+    `Bash(git log:*)` → `shell`,
+    `mcp__notes__lookup` → `notes__lookup`; `prefixes`: server name → its tools' prefix,
+    for a server whose name is not one, `mcp__google calendar__x` → `google_calendar__x`)."""
     if name.startswith("mcp__"):
+        server, sep, tool = name.removeprefix("mcp__").rpartition("__")
+        prefix = (prefixes or {}).get(server)
+        if sep and prefix is not None:
+            return f"{prefix}__{tool}"
         return name.removeprefix("mcp__")
-    return CLAUDE_TOOL_NAMES.get(name, name)
+    return CLAUDE_TOOL_NAMES.get(claude_tool(name), name)
 
 
-def _subagent(agent: SubAgent) -> SubAgentDefinition:
+def _subagent(
+    agent: SubAgent, servers: list[McpServerSpec], model: str, aliases: Mapping[str, str] | None
+) -> SubAgentDefinition:
+    prefixes = {s.name: s.prefix for s in servers}
+    # An alias nothing maps runs the deployment's model (`nua deploy` warned about it).
+    own = None if agent.model is None else model_of_alias(agent.model, model, aliases)
     return SubAgentDefinition(
         name=agent.name,
         description=agent.description,
         instructions=agent.instructions.strip(),
-        tools=None if agent.tools is None else tuple(tool_name(t) for t in agent.tools),
-        model=agent.model,
+        tools=None if agent.tools is None else tuple(tool_name(t, prefixes) for t in agent.tools),
+        model=None if own in (None, model) else own,
     )
 
 
@@ -116,6 +130,7 @@ def _overridden(spec: McpServerSpec, override: Mapping[str, Any] | None) -> McpS
     if not override:
         return spec
     if override.get("url") is not None:
+        # The server keeps its transport: a deployment moves an SSE server, not converts it.
         return dataclasses.replace(spec, url=override["url"], command=None, args=())
     if override.get("command") is not None or override.get("args") is not None:
         return dataclasses.replace(
@@ -127,28 +142,43 @@ def _overridden(spec: McpServerSpec, override: Mapping[str, Any] | None) -> McpS
     return spec
 
 
-def _server(root: Path, spec: McpServerSpec, plugin: Plugin) -> McpServer:
-    egress = plugin.settings.access.egress
+def _server(
+    root: Path,
+    spec: McpServerSpec,
+    plugin: Plugin,
+    override: Mapping[str, Any] | None,
+    env: Mapping[str, str] | None,
+) -> McpServer:
+    required = bool(override and override.get("required"))
     if spec.url is not None:
         host = urlsplit(spec.url).hostname or ""
-        if not plugin.settings.access.allows_host(host):
+        if "${" not in spec.url and not plugin.settings.access.allows_host(host):
             raise PluginError(
                 f"MCP server {spec.name!r} at {host} is not in the egress list",
                 file="opennua.toml",
             )
-        # Headers carry credentials: the gateway resolves and injects them (architecture §6).
-        return McpServer(spec.name, url=spec.url, prefix=True)
+        # Headers carry credentials: the gateway resolves and injects them (architecture §6);
+        # it also expands `${VAR}` in the URL, from the deployment it reads itself.
+        return McpServer(
+            spec.name,
+            url=spec.url,
+            prefix=spec.prefix,
+            transport="sse" if spec.transport == "sse" else "http",
+            required=required,
+        )
     # `${PLUGIN_ROOT}` stays in the definition (and its digest); it is expanded when the
-    # server starts, to /plugin inside the sandbox. Bubblewrap cannot filter by host, so a
-    # confined server has the network unless the plugin's egress list is empty.
+    # server starts, to /plugin inside the sandbox, as are the deployment's `${VAR}`s. It
+    # has no network: what the deployment's egress list allows goes through the egress
+    # proxy (the plugin's own `egress` is a request, docs/gateway.md).
     return McpServer(
         spec.name,
         command=spec.command,
         args=spec.args,
         env=dict(spec.env),
-        prefix=True,
+        prefix=spec.prefix,
         plugin_root=root,
-        network=egress is None or bool(egress),
+        required=required,
+        variables=dict(env or {}),
     )
 
 

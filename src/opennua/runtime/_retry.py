@@ -11,7 +11,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC
 from email.utils import parsedate_to_datetime
 from http import HTTPStatus
 from typing import Literal
@@ -29,6 +29,7 @@ from pydantic_ai.exceptions import (
     ModelUnavailableError,
 )
 
+from opennua._common import RetryPolicy
 from opennua.runtime._env import Limits
 
 FailureCode = Literal[
@@ -147,10 +148,4 @@ def retry_delay(failure: ModelFailure, retry: int, limits: Limits, jitter: float
     random half (`jitter` in [0, 1)) is dropped, so clients that failed together spread out."""
     if failure.retry_after is not None:
         return min(failure.retry_after, limits.model_retry_after_max)
-    ceiling = min(limits.model_backoff_max, limits.model_backoff * 2.0 ** (retry - 1))
-    return ceiling * (0.5 + jitter / 2)
-
-
-def rfc3339(seconds: float) -> str:
-    """A protocol timestamp (UTC, milliseconds)."""
-    return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="milliseconds")[:-6] + "Z"
+    return RetryPolicy(limits.model_backoff, limits.model_backoff_max).delay(retry, jitter)

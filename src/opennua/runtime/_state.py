@@ -27,6 +27,7 @@ from opennua.runtime._ops import (
     IssueOp,
     Op,
     PlanOp,
+    PromptOp,
     ResponseOp,
     ResultOp,
     RunOp,
@@ -77,6 +78,7 @@ class RunState:
     plan: list[dict[str, Any]] = field(default_factory=list)
     usage: dict[str, int] = field(default_factory=lambda: dict.fromkeys(USAGE_FIELDS, 0))
     retries: int = 0
+    output_retries: int = 0  # final answers sent back for not fitting the output schema
     output: str | None = None
     #: `messages` as JSON, filled lazily by `encode_full`: messages never change once
     #: appended, so each full serializes only the ones added since the last.
@@ -178,6 +180,10 @@ def apply(state: ExecState, op: Op) -> None:
         case FlushOp():
             run.messages.append(ModelRequest(parts=list(run.returns)))
             run.calls, run.returns, run.next_call = [], [], 0
+        case PromptOp():
+            run.messages.append(ModelRequest(parts=[UserPromptPart(op.prompt)]))
+            if op.output_retry:
+                run.output_retries += 1
         case ChildOp():
             run.child = op.child
         case PlanOp():

@@ -14,7 +14,7 @@ from typing import Any, Protocol, get_type_hints
 from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError, create_model
 
 from opennua.protocol.actions import ToolKind
-from opennua.runtime._sandbox import SandboxMode
+from opennua.runtime._sandbox import Sandbox
 
 ToolFn = Callable[..., Awaitable[Any] | Any]
 
@@ -54,7 +54,7 @@ class InputRequired(Exception):
 class ToolContext:
     """What a tool may use. Facts it reports (`report`) are committed with its result."""
 
-    workspace: Path
+    workdir: Path
     run_id: str
     tool_call_id: str
     #: Stable across re-runs of the same call: idempotent tools pass it to external services.
@@ -65,8 +65,8 @@ class ToolContext:
     answer: JsonValue = None
     reported: list[BaseModel] = field(default_factory=list)
     shell_env: Mapping[str, str] = field(default_factory=dict)
-    #: How commands run: confined by bubblewrap, or (the operator's choice) not at all.
-    sandbox: SandboxMode = "bwrap"
+    #: How commands run: confined (and with which egress), or (the operator's choice) not.
+    sandbox: Sandbox = field(default_factory=Sandbox)
 
     def report(self, payload: BaseModel) -> None:
         self.reported.append(payload)

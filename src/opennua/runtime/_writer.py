@@ -21,7 +21,7 @@ from contextlib import suppress
 from opennua.runtime._checkpoint import encode_full, encode_step
 from opennua.runtime._env import Limits
 from opennua.runtime._events import RuntimeEvent
-from opennua.runtime._journal import CheckpointRecord, Journal, LedgerOp
+from opennua.runtime._journal import CheckpointWrite, Journal, LedgerOp
 from opennua.runtime._ops import Op
 from opennua.runtime._pending import Step, merge_steps
 from opennua.runtime._state import ExecState, apply
@@ -86,7 +86,7 @@ class StepWriter:
             self._last_full, self._since_full = COMPACT_FACTOR * len(full), 0
         if len(self._queued) >= MAX_QUEUED:
             await self.settle()
-        self._queued.append(Step(events, CheckpointRecord(step_no, payload, full), ledger))
+        self._queued.append(Step(events, CheckpointWrite(step_no, payload, full), ledger))
         self.queued_steps += 1
         writer = self._writer
         if writer is None or writer.done():

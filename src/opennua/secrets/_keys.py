@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import base64
 import binascii
-import contextlib
 import os
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+from opennua._common import fsync_dir, write_private
 
 KEY_ENV = "NUA_SECRET_KEY"
 KEY_FILE = "secret.key"
@@ -68,7 +69,9 @@ def load_key(data_dir: Path, env: Mapping[str, str] | None = None) -> SecretKey:
         return decode_key(environ[KEY_ENV], KEY_ENV)
     path = data_dir / KEY_FILE
     if not path.exists():
-        _create_private(path, SecretKey.generate().encoded())
+        data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        # Not replacing: another process sharing the directory may have made it first.
+        write_private(path, SecretKey.generate().encoded() + "\n", replace=False)
     return decode_key(path.read_text(encoding="ascii"), str(path))
 
 
@@ -83,41 +86,14 @@ def next_key(data_dir: Path) -> SecretKey | None:
 def write_next_key(data_dir: Path, key: SecretKey) -> Path:
     path = data_dir / NEXT_KEY_FILE
     path.unlink(missing_ok=True)
-    _create_private(path, key.encoded())
+    write_private(path, key.encoded() + "\n", replace=False)
     return path
 
 
 def promote_next_key(data_dir: Path) -> None:
     os.replace(data_dir / NEXT_KEY_FILE, data_dir / KEY_FILE)
-    _fsync_dir(data_dir)
+    fsync_dir(data_dir)
 
 
 def discard_next_key(data_dir: Path) -> None:
     (data_dir / NEXT_KEY_FILE).unlink(missing_ok=True)
-
-
-def _create_private(path: Path, text: str) -> None:
-    """Create ``path`` (0600) holding ``text`` unless it exists. Written aside and linked
-    into place, so a process sharing the data directory never reads it half written."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        os.fchmod(fd, 0o600)  # the umask may have masked the mode
-        os.write(fd, (text + "\n").encode("ascii"))
-        os.fsync(fd)
-        os.close(fd)
-        with contextlib.suppress(FileExistsError):  # another process made it first: theirs
-            os.link(temporary, path)
-    finally:
-        temporary.unlink(missing_ok=True)
-    _fsync_dir(path.parent)
-
-
-def _fsync_dir(path: Path) -> None:
-    with contextlib.suppress(OSError):
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)

@@ -6,7 +6,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from opennua.store import Store
+from opennua.store import SealedSecretStore
 
 from ._keys import (
     KEY_ENV,
@@ -22,7 +22,7 @@ from ._store import SecretStore
 
 
 async def open_secret_store(
-    store: Store, data_dir: Path, env: Mapping[str, str] | None = None
+    store: SealedSecretStore, data_dir: Path, env: Mapping[str, str] | None = None
 ) -> SecretStore:
     """The key (`NUA_SECRET_KEY`, else `DATA/secret.key`) checked against the store.
 
@@ -43,7 +43,7 @@ async def open_secret_store(
 
 
 async def rotate_key(
-    store: Store,
+    store: SealedSecretStore,
     data_dir: Path,
     env: Mapping[str, str] | None = None,
     new_key: SecretKey | None = None,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import builtins
 import hashlib
+import hmac
 import os
 import re
 import time
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from opennua.store import KeyCheck, NotFound, SealedSecret, Store, WriteConflict
+from opennua.store import KeyCheck, NotFound, SealedSecret, SealedSecretStore, WriteConflict
 
 from ._keys import SecretKey, SecretKeyError
 
@@ -90,7 +91,7 @@ class SecretStore:
     the key right against the store before anything else runs."""
 
     def __init__(
-        self, store: Store, key: SecretKey, *, clock: Callable[[], float] = time.time
+        self, store: SealedSecretStore, key: SecretKey, *, clock: Callable[[], float] = time.time
     ) -> None:
         self._store = store
         self._key = key
@@ -100,7 +101,7 @@ class SecretStore:
 
     @classmethod
     async def open(
-        cls, store: Store, key: SecretKey, *, clock: Callable[[], float] = time.time
+        cls, store: SealedSecretStore, key: SecretKey, *, clock: Callable[[], float] = time.time
     ) -> SecretStore:
         """Check ``key`` against the store (the first key ever used is recorded);
         :class:`SecretKeyError` when the store was sealed under another key."""
@@ -114,6 +115,12 @@ class SecretStore:
     @property
     def key_id(self) -> str:
         return self._key_id
+
+    def mac_key(self, purpose: str) -> bytes:
+        """A key for MACs (login cookies, download links) derived from the server's secret
+        key: every host sharing `NUA_SECRET_KEY` derives the same, and the sealing key
+        itself never leaves this object."""
+        return hmac.new(self._key.raw, f"opennua mac key: {purpose}".encode(), "sha256").digest()
 
     def _new_check(self, key: SecretKey) -> KeyCheck:
         return KeyCheck(
