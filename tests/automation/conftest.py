@@ -63,7 +63,7 @@ async def sqlite_world(tmp_path: Path) -> AsyncIterator[World]:
         yield w
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 async def any_world(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[World]:
     """The same world on both backends (the store's automation ops are one program each)."""
     if request.param == "sqlite":

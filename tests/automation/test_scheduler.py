@@ -3,6 +3,7 @@ the principal it runs as. A fake clock drives the scheduler's ticks (no sleeping
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from opennua.auth import Authority
 from opennua.automation import AutomationError, Scheduler, ScheduleSpec, plan, slot_key
 from opennua.host import Actor, DeploymentSpec
 from opennua.protocol import CreateSession
+from opennua.server._automation import _run
 from opennua.store import Fenced, MembershipRecord, PrincipalRecord, WriteConflict
 
 from .conftest import World, world
@@ -197,7 +199,8 @@ async def test_the_trigger_cannot_escalate(tmp_path: Path) -> None:
 async def test_a_bound_schedule_continues_its_session(any_world: World) -> None:
     w = any_world
     w.clock.now = T0 - 1
-    created = await w.host.create_session(
+    created = await w.host.submit(
+        None,
         CreateSession(intent_id="int_bound", client_id="cli_t", title="daily standup"),
         actor=Actor(w.owner_id, w.workspace_id),
     )
@@ -219,3 +222,33 @@ async def test_a_bound_schedule_continues_its_session(any_world: World) -> None:
         "2027-01-15T08:00:00Z",
         "2027-01-15T08:01:00Z",
     ]
+
+
+async def test_a_fire_that_cannot_start_is_a_run_with_its_reason(any_world: World) -> None:
+    # Its deployment no longer resolves: every fire was refused, `nua schedule runs` said
+    # "no runs yet" and the reason was only in the server log (issue 35).
+    w = any_world
+    w.clock.now = T0 - 1
+    made = await w.automation.create_schedule(w.workspace_id, w.owner_id, _spec())
+    orphan = dataclasses.replace(
+        made, schedule_id="sch_orphan", name="orphan", deployment="gone", next_fire_at=T0
+    )
+    await w.store.create_schedule(orphan)
+    lease = await w.store.acquire_scheduler_lease("sch-a", w.clock(), 3600)
+    assert lease is not None
+    scheduler = Scheduler(w.store, w.host, scheduler_id="sch-a", clock=w.clock)
+    for minute in range(2):
+        w.clock.now = T0 + 60 * minute + 0.5
+        await scheduler.tick(lease)
+    runs = await w.automation.runs("sch_orphan")
+    assert [(r.fire.fire_at, r.status, r.fire.refused_code) for r in runs] == [
+        (T0 + 60, "refused", "not_found"),
+        (T0, "refused", "not_found"),
+    ]
+    assert runs[0].fire.session_id is None and "'gone'" in (runs[0].fire.refused_detail or "")
+    assert (await w.store.get_schedule("sch_orphan")).next_fire_at == T0 + 120
+    shown = _run(runs[0])  # what GET /v1/schedules/{id}/runs answers
+    assert shown["status"] == "refused" and shown["session_id"] is None
+    assert shown["error"]["code"] == "not_found" and "gone" in shown["error"]["message"]
+    # The healthy schedule beside it fired both slots.
+    assert [r.status for r in await w.automation.runs(made.schedule_id)] == ["queued", "queued"]

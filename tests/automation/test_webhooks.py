@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from opennua.automation import HookSpec, sign
+from opennua.automation import AutomationError, HookSpec, sign
 from opennua.automation._service import secret_name
 from opennua.store import DeploymentRecord
 
@@ -25,7 +25,7 @@ from .conftest import World
 PROMPT = "Order {{ payload.order.id }} from {{ payload.customer }}: triage it."
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 async def served(
     request: pytest.FixtureRequest, tmp_path: Path
 ) -> AsyncIterator[tuple[Env, httpx.AsyncClient]]:
@@ -118,6 +118,10 @@ async def test_fifty_concurrent_redeliveries_are_one_run(
     body2, headers2 = _signed(hook, "msg_dup", {"order": {"id": 7}, "customer": "Bo"})
     again = await c.post(url, content=body2, headers=headers2)
     assert again.status_code == 202 and again.json() == accepted
+    # One acceptance; every other copy was a replay, and the metric says so (issue 35).
+    metrics = (await c.get("/metrics", headers=AUTH)).text
+    assert 'nua_webhook_deliveries_total{result="accepted"} 1.0' in metrics
+    assert 'nua_webhook_deliveries_total{result="replayed"} 50.0' in metrics
 
 
 async def test_an_old_timestamp_is_401_counted_and_not_logged(
@@ -145,6 +149,19 @@ async def test_an_old_timestamp_is_401_counted_and_not_logged(
     assert canary not in caplog.text
     assert "webhook" in caplog.text  # it was logged, without the payload
     assert await env.store.list_deliveries(hook["hook_id"]) == []
+    # Kept for the hook's owner: three refusals of this hook (the unknown one is nobody's),
+    # with the claimed webhook-id and the size, never the payload.
+    seen = (await c.get(f"/v1/hooks/{hook['hook_id']}/deliveries", headers=AUTH)).json()
+    assert seen["deliveries"] == []
+    refusals = seen["refusals"]
+    # (Newest first; the test's clock may stand still, so compared as a set.)
+    assert {(r["code"], r["delivery_id"]) for r in refusals} == {
+        ("bad_signature", None),
+        ("bad_signature", "msg_f"),
+        ("bad_signature", "msg_old"),
+    }
+    assert {r["body_bytes"] for r in refusals} == {len(old_body)}
+    assert canary not in json.dumps(seen)
 
 
 async def test_bad_payloads_get_problem_json(served: tuple[Env, httpx.AsyncClient]) -> None:
@@ -169,6 +186,14 @@ async def test_bad_payloads_get_problem_json(served: tuple[Env, httpx.AsyncClien
     body, headers = _signed(hook, "msg_x", {"order": {"id": 2}, "customer": "a"})
     reused = await c.post(url, content=body, headers=headers)
     assert reused.status_code == 422 and reused.json()["code"] == "idempotency_key_reused"
+    seen = (await c.get(f"{url}/deliveries", headers=AUTH)).json()
+    assert [d["delivery_id"] for d in seen["deliveries"]] == ["msg_x"]
+    assert {(r["code"], r["delivery_id"]) for r in seen["refusals"]} == {
+        ("idempotency_key_reused", "msg_x"),
+        ("payload_too_large", "msg_bad2"),
+        ("invalid_payload", "msg_bad1"),
+        ("invalid_payload", "msg_bad0"),
+    }
 
 
 async def test_deleting_a_hook_ends_its_deliveries(served: tuple[Env, httpx.AsyncClient]) -> None:
@@ -197,7 +222,7 @@ async def test_a_delivery_reads_its_deployment_once(
 
     monkeypatch.setattr(w.store, "get_deployment", counted)
     body, headers = _signed({"secret": secret}, "msg_1", {"order": {"id": 7}, "customer": "Bo"})
-    accepted = await w.automation.deliver(hook.hook_id, body, headers)
+    accepted = (await w.automation.deliver(hook.hook_id, body, headers)).answer
     assert reads == ["default"]
     session = await w.store.get_session(accepted["session_id"])
     assert (session.deployment, session.deployment_digest) == (
@@ -205,3 +230,21 @@ async def test_a_delivery_reads_its_deployment_once(
         (await read("default")).digest,
     )
     assert (await w.store.get_execution(accepted["execution_id"])).principal_id == w.owner_id
+
+
+async def test_a_prompt_field_no_delivery_can_have_is_refused_at_creation(
+    sqlite_world: World,
+) -> None:
+    # Every delivery to such a hook would be 422: the hook is refused instead, as a
+    # schedule naming a field it never has is.
+    w = sqlite_world
+    for prompt in ("{{ fire_time }}", "{{ hook.name }}", "{{ payloads.x }}", "{{ Payload }}"):
+        spec = HookSpec(name="never", deployment="default", prompt=f"Triage {prompt}")
+        with pytest.raises(AutomationError) as caught:
+            await w.automation.create_hook(w.workspace_id, w.owner_id, spec)
+        assert caught.value.code == "invalid_hook", prompt
+        assert prompt.strip("{} ") in caught.value.detail
+    assert await w.automation.hooks(w.workspace_id) == []
+    for n, prompt in enumerate(("{{ payload }}", "{{ hook }}", "{{ payload.items.0.id }}")):
+        spec = HookSpec(name=f"fine{n}", deployment="default", prompt=prompt)
+        await w.automation.create_hook(w.workspace_id, w.owner_id, spec)

@@ -6,12 +6,9 @@ read back from the homeserver, never from the bridge.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import subprocess
 import sys
-import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -19,6 +16,7 @@ from typing import Any, TypeVar
 import nio
 
 from opennua.bridge import Homeserver
+from tests._support.polling import until
 from tests.server._serve_proc import Served
 
 T = TypeVar("T")
@@ -116,7 +114,7 @@ class Person:
             assert isinstance(members, nio.JoinedMembersResponse), members
             return bot in {m.user_id for m in members.members}
 
-        await until(bot_joined, 30, "the bot never joined")
+        await until(bot_joined, 30, interval=0.3, what="the bot never joined")
         return room_id
 
     async def say(self, room_id: str, text: str, reply_to: str | None = None) -> str:
@@ -178,15 +176,54 @@ def shown(events: list[dict[str, Any]], event: dict[str, Any]) -> str:
     return str(edits[-1]["content"]["m.new_content"]["body"] if edits else event["content"]["body"])
 
 
-async def until(check: Callable[[], Awaitable[T]], timeout: float, what: str) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        result = await check()
-        if result:
-            return result
-        assert time.monotonic() < deadline, what
-        await asyncio.sleep(0.3)
-
-
 def demo_env(delay: float) -> dict[str, str]:
     return {"NUA_DEMO_STEP_DELAY": str(delay), **os.environ}
+
+
+# -- reading a bridged session ---------------------------------------------------------
+
+
+def session_of(served: Served, room_id: str) -> str:
+    with served.client() as client:
+        for item in client.get("/v1/sessions").json()["items"]:
+            if item.get("metadata", {}).get("matrix_room") == room_id:
+                return str(item["session_id"])
+    return ""
+
+
+def session_state(served: Served, sid: str) -> dict[str, Any]:
+    with served.client() as client:
+        state: dict[str, Any] = client.get(f"/v1/sessions/{sid}").json()["state"]
+        return state
+
+
+async def request_message(alice: Person, room: str, bot: str) -> dict[str, Any]:
+    async def find() -> dict[str, Any] | None:
+        events = await alice.events(room)
+        for e in new_messages(from_bot(events, bot)):
+            if e["content"]["body"].startswith("✋"):
+                return e
+        return None
+
+    return await until(find, 60, interval=0.3, what="no input request message")
+
+
+async def turn_ended(served: Served, sid: str) -> dict[str, Any]:
+    async def check() -> dict[str, Any] | None:
+        state = session_state(served, sid)
+        turns = state["turns"]
+        return state if turns and turns[-1]["state"] == "ended" else None
+
+    return await until(check, 90, interval=0.3, what="the turn never ended")
+
+
+async def deliveries_settled(served: Served, sid: str) -> dict[str, Any]:
+    """The state once every delivery is sent and the card shows the end."""
+
+    async def check() -> dict[str, Any] | None:
+        state = session_state(served, sid)
+        deliveries = state["deliveries"].values()
+        done = deliveries and all(d["status"] == "sent" for d in deliveries)
+        return state if done and state["turns"][-1]["state"] == "ended" else None
+
+    return await until(check, 90, interval=0.3, what="deliveries never all became sent")

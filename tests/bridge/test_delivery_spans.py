@@ -11,11 +11,20 @@ from pathlib import Path
 
 import pytest
 
+from tests._support.polling import until
 from tests.server._serve_proc import Served, nua_serve
 from tests.tracing._otlp import Receiver, Span
 
-from ._matrix_env import BridgeProc, Person, Synapse, until
-from .test_matrix_bridge import _ended, _request_message, _session_of, _settled, _state
+from ._matrix_env import (
+    BridgeProc,
+    Person,
+    Synapse,
+    deliveries_settled,
+    request_message,
+    session_of,
+    session_state,
+    turn_ended,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -42,11 +51,11 @@ async def test_each_delivery_of_a_turn_is_a_send_span_under_the_turn_span(
     bot = synapse.bot["user_id"]
     room = await alice.dm(bot)
     await alice.say(room, "Write a short report")
-    request = await _request_message(alice, room, bot)
+    request = await request_message(alice, room, bot)
     await alice.react(room, request["event_id"], "✅")
-    sid = _session_of(served, room)
-    await _ended(served, sid)
-    state = await _settled(served, sid)
+    sid = session_of(served, room)
+    await turn_ended(served, sid)
+    state = await deliveries_settled(served, sid)
     turn = state["turns"][-1]
     deliveries = state["deliveries"]
 
@@ -56,7 +65,9 @@ async def test_each_delivery_of_a_turn_is_a_send_span_under_the_turn_span(
         turn_span = any(s.name == "turn" for s in spans)
         return spans if turn_span and set(deliveries) <= sent else None
 
-    spans = await until(arrived, 60, f"not every delivery became a span: {bridge.log()[-2000:]}")
+    spans = await until(
+        arrived, 60, interval=0.3, what=f"not every delivery became a span: {bridge.log()[-2000:]}"
+    )
 
     (root,) = [s for s in spans if s.name == "turn"]
     assert root.trace_id == turn["trace_id"]
@@ -86,4 +97,4 @@ async def test_each_delivery_of_a_turn_is_a_send_span_under_the_turn_span(
     assert {"card", "edit", "request", "reaction", "upload"} <= kinds, kinds
     # The turn's own spans are there too: one trace from the room to the tools.
     assert any(s.name.startswith("invoke_agent") for s in spans)
-    assert _state(served, sid)["turns"][-1]["trace_id"] == root.trace_id
+    assert session_state(served, sid)["turns"][-1]["trace_id"] == root.trace_id

@@ -11,66 +11,25 @@ from typing import Any
 import pytest
 from benchmarks.bridge import run as run_benchmark
 
+from tests._support.polling import until
 from tests.server._serve_proc import Served
 
 from ._matrix_env import (
     BridgeProc,
     Person,
     Synapse,
+    deliveries_settled,
     edits_of,
     from_bot,
     new_messages,
+    request_message,
+    session_of,
+    session_state,
     shown,
-    until,
+    turn_ended,
 )
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(240)]
-
-
-def _session_of(served: Served, room_id: str) -> str:
-    with served.client() as client:
-        for item in client.get("/v1/sessions").json()["items"]:
-            if item.get("metadata", {}).get("matrix_room") == room_id:
-                return str(item["session_id"])
-    return ""
-
-
-def _state(served: Served, sid: str) -> dict[str, Any]:
-    with served.client() as client:
-        state: dict[str, Any] = client.get(f"/v1/sessions/{sid}").json()["state"]
-        return state
-
-
-async def _request_message(alice: Person, room: str, bot: str) -> dict[str, Any]:
-    async def find() -> dict[str, Any] | None:
-        events = await alice.events(room)
-        for e in new_messages(from_bot(events, bot)):
-            if e["content"]["body"].startswith("✋"):
-                return e
-        return None
-
-    return await until(find, 60, "no input request message")
-
-
-async def _ended(served: Served, sid: str) -> dict[str, Any]:
-    async def check() -> dict[str, Any] | None:
-        state = _state(served, sid)
-        turns = state["turns"]
-        return state if turns and turns[-1]["state"] == "ended" else None
-
-    return await until(check, 90, "the turn never ended")
-
-
-async def _settled(served: Served, sid: str) -> dict[str, Any]:
-    """The state once every delivery is sent and the card shows the end."""
-
-    async def check() -> dict[str, Any] | None:
-        state = _state(served, sid)
-        deliveries = state["deliveries"].values()
-        done = deliveries and all(d["status"] == "sent" for d in deliveries)
-        return state if done and state["turns"][-1]["state"] == "ended" else None
-
-    return await until(check, 90, "deliveries never all became sent")
 
 
 async def test_a_turn_from_the_room_edits_one_card_approves_by_reaction_and_reports(
@@ -79,11 +38,11 @@ async def test_a_turn_from_the_room_edits_one_card_approves_by_reaction_and_repo
     bot = synapse.bot["user_id"]
     room = await alice.dm(bot)
     await alice.say(room, "Write a short report")
-    request = await _request_message(alice, room, bot)
+    request = await request_message(alice, room, bot)
     await alice.react(room, request["event_id"], "✅")
-    sid = _session_of(served, room)
-    await _ended(served, sid)
-    state = await _settled(served, sid)
+    sid = session_of(served, room)
+    await turn_ended(served, sid)
+    state = await deliveries_settled(served, sid)
 
     async def final_card() -> list[dict[str, Any]] | None:
         events = await alice.events(room)
@@ -93,7 +52,7 @@ async def test_a_turn_from_the_room_edits_one_card_approves_by_reaction_and_repo
         card = next(e for e in cards if e["content"]["msgtype"] == "m.notice")
         return events if "✅ Done" in shown(events, card) else None
 
-    events = await until(final_card, 60, "the card never showed the end")
+    events = await until(final_card, 60, interval=0.3, what="the card never showed the end")
     mine = from_bot(events, bot)
     bubbles = new_messages(mine)
     kinds = sorted(e["content"]["msgtype"] for e in bubbles)
@@ -114,6 +73,8 @@ async def test_a_turn_from_the_room_edits_one_card_approves_by_reaction_and_repo
     # The Host's log agrees: the answer came from the bridge, every delivery was sent once.
     resolution = next(iter(state["turns"][-1]["input_requests"].values()))
     assert resolution["outcome"] == "selected" and resolution["option_id"].startswith("allow")
+    # ... for the person in the room, whom every client names (issue 35).
+    assert resolution["answered_by"]["on_behalf_of"] == alice.user_id
     sent = {d["event_id"] for d in state["deliveries"].values()}
     assert {card["event_id"], request["event_id"], file_event["event_id"]} <= sent
     assert len(sent) == len(mine)  # every bot event is a delivery the Host knows of
@@ -121,6 +82,7 @@ async def test_a_turn_from_the_room_edits_one_card_approves_by_reaction_and_repo
     code, shown_cli, _ = await _nua(served, "show", sid)
     assert code == 0
     assert "deliveries" in shown_cli and "matrix card" in shown_cli and " sent " in shown_cli
+    assert f"answered by {alice.user_id} (via " in shown_cli
 
 
 async def _nua(served: Served, *args: str) -> tuple[int, str, str]:
@@ -148,7 +110,7 @@ async def _reply_to(alice: Person, room: str, event_id: str, bot: str) -> str:
         replies = _replies_to(from_bot(await alice.events(room), bot), event_id)
         return str(replies[0]["content"]["body"]) if replies else None
 
-    return await until(find, 60, f"no reply to {event_id}")
+    return await until(find, 60, interval=0.3, what=f"no reply to {event_id}")
 
 
 async def test_the_cli_and_the_room_answer_at_once_one_wins_and_the_loser_is_told(
@@ -157,9 +119,9 @@ async def test_the_cli_and_the_room_answer_at_once_one_wins_and_the_loser_is_tol
     bot = synapse.bot["user_id"]
     room = await alice.dm(bot)
     await alice.say(room, "Write a short report")
-    request = await _request_message(alice, room, bot)
-    sid = _session_of(served, room)
-    rid = next(iter(_state(served, sid)["turns"][-1]["input_requests"]))
+    request = await request_message(alice, room, bot)
+    sid = session_of(served, room)
+    rid = next(iter(session_state(served, sid)["turns"][-1]["input_requests"]))
     # Both at once: the desk's CLI chooses reject, the room's person chooses allow.
     cli = asyncio.create_task(
         _nua(served, "--client-id", "cli_desk", "answer", sid, rid, "--option", "reject_once")
@@ -168,17 +130,19 @@ async def test_the_cli_and_the_room_answer_at_once_one_wins_and_the_loser_is_tol
     code, _, err = await cli
 
     async def resolved() -> dict[str, Any] | None:
-        state = _state(served, sid)
+        state = session_state(served, sid)
         found = state["turns"][-1]["input_requests"][rid]
         return found if found["status"] == "resolved" else None
 
-    resolution = await until(resolved, 60, "the request was never resolved")
+    resolution = await until(resolved, 60, interval=0.3, what="the request was never resolved")
 
     async def request_edited() -> str | None:
         text = shown(await alice.events(room), request)
         return text if "Answered by" in text else None
 
-    text = await until(request_edited, 60, "the request message never said who answered")
+    text = await until(
+        request_edited, 60, interval=0.3, what="the request message never said who answered"
+    )
     if resolution["answered_by"]["client_id"] == "cli_desk":
         assert code == 0, err
         assert resolution["option_id"] == "reject_once"
@@ -188,10 +152,12 @@ async def test_the_cli_and_the_room_answer_at_once_one_wins_and_the_loser_is_tol
     else:
         # The room won: the CLI is told with the documented conflict exit code.
         assert code == 4, err
-        assert "already answered" in err
+        # The person who answered in chat, not the bridge's client id (issue 35).
+        assert f"already answered by {alice.user_id}" in err
+        assert resolution["answered_by"]["on_behalf_of"] == alice.user_id
         assert resolution["option_id"].startswith("allow")
         assert f"Answered by {alice.user_id} in chat" in text
-    await _settled(served, sid)
+    await deliveries_settled(served, sid)
 
 
 async def test_kill_9_mid_turn_and_restart_posts_nothing_twice(
@@ -206,27 +172,29 @@ async def test_kill_9_mid_turn_and_restart_posts_nothing_twice(
         cards = new_messages(from_bot(events, bot))
         return bool(cards) and bool(edits_of(events, cards[0]["event_id"]))
 
-    await until(card_edited, 60, "the card was never edited")
+    await until(card_edited, 60, interval=0.3, what="the card was never edited")
     bridge.kill9()
-    sid = _session_of(served, room)
+    sid = session_of(served, room)
     # The agent does not wait for the bridge: the turn reaches its approval meanwhile.
     await until(
-        lambda: _async(_state(served, sid)["status"] == "requires_action"),
+        lambda: _async(session_state(served, sid)["status"] == "requires_action"),
         60,
         "the turn did not go on without the bridge",
     )
     bridge.start()
-    request = await _request_message(alice, room, bot)
+    request = await request_message(alice, room, bot)
     await alice.react(room, request["event_id"], "✅")
-    await _ended(served, sid)
-    state = await _settled(served, sid)
+    await turn_ended(served, sid)
+    state = await deliveries_settled(served, sid)
 
     async def final() -> list[dict[str, Any]] | None:
         events = await alice.events(room)
         card = new_messages(from_bot(events, bot))[0]
         return events if "✅ Done" in shown(events, card) else None
 
-    events = await until(final, 60, "the card did not continue after the restart")
+    events = await until(
+        final, 60, interval=0.3, what="the card did not continue after the restart"
+    )
     mine = from_bot(events, bot)
     bubbles = new_messages(mine)
     assert sorted(e["content"]["msgtype"] for e in bubbles) == ["m.file", "m.notice", "m.notice"]
@@ -248,32 +216,32 @@ async def test_synapse_down_30_s_deliveries_retry_the_agent_finishes_then_all_ar
     bot = synapse.bot["user_id"]
     room = await alice.dm(bot)
     await alice.say(room, "Write a short report")
-    request = await _request_message(alice, room, bot)
+    request = await request_message(alice, room, bot)
     await alice.react(room, request["event_id"], "✅")
-    sid = _session_of(served, room)
+    sid = session_of(served, room)
     await until(
-        lambda: _async(not _state(served, sid)["open_input_requests"]),
+        lambda: _async(not session_state(served, sid)["open_input_requests"]),
         60,
         "the reaction was never taken as the answer",
     )
     synapse.stop()
     down_at = asyncio.get_running_loop().time()
     try:
-        state = await _ended(served, sid)  # the agent finishes while the homeserver is gone
+        state = await turn_ended(served, sid)  # the agent finishes while the homeserver is gone
 
         async def retrying() -> dict[str, Any] | None:
-            state = _state(served, sid)
+            state = session_state(served, sid)
             waiting = [d for d in state["deliveries"].values() if d["status"] == "retrying"]
             return state if waiting else None
 
-        state = await until(retrying, 60, "no delivery went retrying")
+        state = await until(retrying, 60, interval=0.3, what="no delivery went retrying")
         assert state["turns"][-1]["stop_reason"] == "end_turn"
         waiting = [d for d in state["deliveries"].values() if d["status"] == "retrying"]
         assert all(d["error"] is not None and d["next_attempt_at"] for d in waiting)
         await asyncio.sleep(max(0.0, 30 - (asyncio.get_running_loop().time() - down_at)))
     finally:
         synapse.start()
-    state = await _settled(served, sid)
+    state = await deliveries_settled(served, sid)
     retried = [d for d in state["deliveries"].values() if d["attempts"] > 1]
     assert retried, "no delivery needed a second attempt"
     for d in retried:
@@ -293,9 +261,9 @@ async def test_bad_input_in_chat_gets_a_clear_reply_and_changes_nothing(
     await alice.client.room_invite(room, mallory.user_id)
     await mallory.client.join(room)
     await alice.say(room, "Write a short report")
-    request = await _request_message(alice, room, bot)
-    sid = _session_of(served, room)
-    before = _state(served, sid)
+    request = await request_message(alice, room, bot)
+    sid = session_of(served, room)
+    before = session_state(served, sid)
 
     seven = await alice.say(room, "7", reply_to=request["event_id"])
     assert (await _reply_to(alice, room, seven, bot)).startswith("There is no option 7.")
@@ -317,15 +285,20 @@ async def test_bad_input_in_chat_gets_a_clear_reply_and_changes_nothing(
     )
     command = await alice.say(room, "!frobnicate")
     assert "Unknown command" in await _reply_to(alice, room, command, bot)
-    after = _state(served, sid)
+    # A slash command the session's plugin does not have: the Host's refusal, said.
+    slash = await alice.say(room, "/frobnicate now")
+    assert (await _reply_to(alice, room, slash, bot)).startswith(
+        "No command /frobnicate in this deployment (its commands: none)"
+    )
+    after = session_state(served, sid)
     assert len(after["turns"]) == len(before["turns"]) == 1
     assert after["open_input_requests"] == before["open_input_requests"]
 
     await alice.say(room, "2", reply_to=request["event_id"])  # reject: the turn goes on
-    await _ended(served, sid)
+    await turn_ended(served, sid)
     closed = await alice.say(room, "1", reply_to=request["event_id"])
     assert (await _reply_to(alice, room, closed, bot)).startswith("Too late")
-    final = _state(served, sid)
+    final = session_state(served, sid)
     resolution = final["turns"][0]["input_requests"][request_rid(final)]
     assert resolution["option_id"] == "reject_once"
     assert len(final["turns"]) == 1

@@ -9,9 +9,16 @@ every renewal like any other (a principal that may not act in the workspace ends
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from opennua.auth import GRANT_TTL
 from opennua.host import DeploymentSpec, Refused, execution_principal
-from opennua.store import DeploymentRecord, GrantRecord, NotFound, Store
+from opennua.store import AuthStore, DeploymentRecord, GrantRecord, NotFound, RegistryStore
+
+
+class RunAsStore(RegistryStore, AuthStore, Protocol):
+    """What finding whom a deployment's run runs as reads: the deployment, and the
+    workspace's principals and members."""
 
 
 class Unrunnable(Exception):
@@ -23,12 +30,14 @@ class Unrunnable(Exception):
         self.detail = detail
 
 
-async def run_as(store: Store, workspace_id: str, deployment: str) -> str:
+async def run_as(store: RunAsStore, workspace_id: str, deployment: str) -> str:
     """The principal a deployment's automated turns run as in `workspace_id`."""
     return (await resolve(store, workspace_id, deployment))[0]
 
 
-async def resolve(store: Store, workspace_id: str, deployment: str) -> tuple[str, DeploymentRecord]:
+async def resolve(
+    store: RunAsStore, workspace_id: str, deployment: str
+) -> tuple[str, DeploymentRecord]:
     """`run_as`, and the deployment as it was read (for `AutomatedRun.deployment_record`)."""
     try:
         record = await store.get_deployment(deployment)

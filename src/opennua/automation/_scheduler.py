@@ -16,15 +16,18 @@ import logging
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Protocol
 
 from opennua.host import AutomatedRun, SessionHost
-from opennua.protocol import Accepted
+from opennua.protocol import Accepted, Rejected
 from opennua.store import (
+    AuthStore,
+    AutomationStore,
     Fenced,
     FireRecord,
+    RegistryStore,
     ScheduleRecord,
     SchedulerLease,
-    Store,
     StoreError,
     Transaction,
     WriteConflict,
@@ -32,6 +35,11 @@ from opennua.store import (
 
 from . import _cron, _runs
 from ._template import TemplateError, render
+
+
+class SchedulerStore(RegistryStore, AuthStore, AutomationStore, Protocol):
+    """What the scheduler fires with: schedules and its lease, and whom a run runs as."""
+
 
 log = logging.getLogger("opennua.automation")
 
@@ -48,7 +56,7 @@ def slot_key(schedule_id: str, fire_at: float) -> str:
 class Scheduler:
     def __init__(
         self,
-        store: Store,
+        store: SchedulerStore,
         host: SessionHost,
         *,
         scheduler_id: str,
@@ -112,9 +120,9 @@ class Scheduler:
         due = schedule.next_fire_at
         try:
             plan = _cron.plan(schedule.cron, schedule.timezone, due, now, schedule.misfire)  # type: ignore[arg-type]
-        except _cron.CronError:
+        except _cron.CronError as exc:
             log.warning("schedule %s: its cron no longer parses", schedule.schedule_id)
-            await self.store.skip_slots(schedule.schedule_id, due, None, lease)
+            await self._refuse(schedule, lease, due, due, None, "invalid_cron", str(exc))
             return 0
         if plan.fire is None:
             log.info("schedule %s: %d missed slots skipped", schedule.schedule_id, plan.skipped)
@@ -123,9 +131,15 @@ class Scheduler:
         fire_at = plan.fire
         try:
             run = await self._run(schedule, lease, fire_at, due, plan.next_fire_at, now)
-        except (_runs.Unrunnable, TemplateError) as exc:
-            log.warning("schedule %s cannot fire: %s", schedule.schedule_id, exc)
-            await self.store.skip_slots(schedule.schedule_id, due, plan.next_fire_at, lease)
+        except _runs.Unrunnable as exc:
+            await self._refuse(
+                schedule, lease, fire_at, due, plan.next_fire_at, exc.code, exc.detail
+            )
+            return 0
+        except TemplateError as exc:
+            await self._refuse(
+                schedule, lease, fire_at, due, plan.next_fire_at, "template_error", str(exc)
+            )
             return 0
         try:
             result = await self.host.start_automated(run)
@@ -135,9 +149,52 @@ class Scheduler:
             self.fired += 1
             self._on_fire(self.clock() - fire_at)
             return 1
-        log.warning("schedule %s: fire refused: %s", schedule.schedule_id, result)
-        await self.store.skip_slots(schedule.schedule_id, due, plan.next_fire_at, lease)
+        detail = result.message if isinstance(result, Rejected) else "refused by the Host"
+        await self._refuse(schedule, lease, fire_at, due, plan.next_fire_at, result.code, detail)
         return 0
+
+    async def _refuse(
+        self,
+        schedule: ScheduleRecord,
+        lease: SchedulerLease,
+        fire_at: float,
+        due: float,
+        next_fire_at: float | None,
+        code: str,
+        detail: str,
+    ) -> None:
+        """A slot that started nothing is a run with its reason (`nua schedule runs`
+        shows it; it was only in the server log), and the schedule moves on."""
+        log.warning("schedule %s: fire refused: %s: %s", schedule.schedule_id, code, detail)
+        fire = self._fire(schedule, lease, fire_at, None, refused_code=code, refused_detail=detail)
+        with contextlib.suppress(WriteConflict):  # the slot was decided meanwhile
+            await self.store.record_refused_fire(fire, expected=due, next_fire_at=next_fire_at)
+
+    def _fire(
+        self,
+        schedule: ScheduleRecord,
+        lease: SchedulerLease,
+        fire_at: float,
+        started: tuple[str, str, str] | None,
+        *,
+        refused_code: str | None = None,
+        refused_detail: str | None = None,
+    ) -> FireRecord:
+        """The record of a decided slot: the (session, turn, execution) it `started`, or
+        None and why it was refused."""
+        session_id, turn_id, execution_id = started or (None, None, None)
+        return FireRecord(
+            schedule_id=schedule.schedule_id,
+            fire_at=fire_at,
+            fired_at=self.clock(),
+            session_id=session_id,
+            turn_id=turn_id,
+            execution_id=execution_id,
+            scheduler_id=lease.owner,
+            epoch=lease.epoch,
+            refused_code=refused_code,
+            refused_detail=refused_detail,
+        )
 
     async def _run(
         self,
@@ -162,16 +219,7 @@ class Scheduler:
         )
 
         def record(tx: Transaction, session_id: str, turn_id: str, execution_id: str) -> None:
-            fire = FireRecord(
-                schedule_id=schedule.schedule_id,
-                fire_at=fire_at,
-                fired_at=self.clock(),
-                session_id=session_id,
-                turn_id=turn_id,
-                execution_id=execution_id,
-                scheduler_id=lease.owner,
-                epoch=lease.epoch,
-            )
+            fire = self._fire(schedule, lease, fire_at, (session_id, turn_id, execution_id))
             tx.record_fire(fire, expected=due, next_fire_at=next_fire_at)
 
         return AutomatedRun(

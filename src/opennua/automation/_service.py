@@ -7,6 +7,7 @@ here a refusal is an `AutomationError` with its problem `code`.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import time
@@ -18,14 +19,21 @@ from ulid import ULID
 
 from opennua.host import AutomatedRun, SessionHost
 from opennua.protocol import Accepted, Rejected
+from opennua.protocol.ids import prefixed
 from opennua.store import (
+    AuthStore,
+    AutomationStore,
     DeliveryRecord,
     Execution,
+    ExecutionJournal,
     FireRecord,
     HookRecord,
+    LogStore,
     NotFound,
+    RefusalRecord,
+    RegistryStore,
     ScheduleRecord,
-    Store,
+    StoreError,
     Transaction,
     WriteConflict,
 )
@@ -34,7 +42,18 @@ from . import _cron, _runs
 from ._template import TemplateError, fields, render
 from ._webhooks import BadSignature, new_secret, verify
 
+
+class AutomationServiceStore(
+    LogStore, ExecutionJournal, RegistryStore, AuthStore, AutomationStore, Protocol
+):
+    """What schedules and hooks are managed with, and what a delivery reads (its
+    session and execution, whom it runs as)."""
+
+
 SCHEDULE_FIELDS = frozenset({"schedule", "fire_time", "schedule_id"})
+#: What a hook's prompt may name: anything under `payload` (the delivery's JSON, whose
+#: shape only the sender knows), and `hook`, its name (a string: nothing under it).
+HOOK_FIELDS = ("payload", "payload.*", "hook")
 DEFAULT_MAX_BYTES = 64 * 1024
 #: A `webhook-id` longer than this is refused (it keys the run's action ids).
 MAX_DELIVERY_ID = 90
@@ -80,24 +99,35 @@ class HookSpec:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Run:
-    """One fire of a schedule and how its execution stands now."""
+    """One fire of a schedule and how its execution stands now (`refused`: it started
+    none, and the fire says why)."""
 
     fire: FireRecord
     status: str | None
 
 
-def _replay(known: DeliveryRecord, digest: str) -> dict[str, str]:
+@dataclass(frozen=True, slots=True)
+class Delivered:
+    """A delivery's answer (the same for every copy of it) and whether this copy was a
+    redelivery that started nothing (the metric counts it `replayed`)."""
+
+    answer: dict[str, str]
+    replayed: bool
+
+
+def _replay(known: DeliveryRecord, digest: str) -> Delivered:
     """A redelivery's answer: the first acceptance, if it carries the same body."""
     if known.body_sha256 != digest:
         raise AutomationError(
             "idempotency_key_reused", "this webhook-id was delivered with another body"
         )
-    return {
+    answer = {
         "delivery_id": known.delivery_id,
         "session_id": known.session_id,
         "turn_id": known.turn_id,
         "execution_id": known.execution_id,
     }
+    return Delivered(answer, replayed=True)
 
 
 def secret_name(hook_id: str) -> str:
@@ -107,7 +137,7 @@ def secret_name(hook_id: str) -> str:
 class Automation:
     def __init__(
         self,
-        store: Store,
+        store: AutomationServiceStore,
         host: SessionHost,
         secrets: Secrets | None,
         *,
@@ -148,7 +178,7 @@ class Automation:
             await self._check_session(workspace_id, spec.session_id)
         now = self._clock()
         record = ScheduleRecord(
-            schedule_id=f"sch_{ULID.from_timestamp(now)}",
+            schedule_id=prefixed("schedule", ULID.from_timestamp(now)),
             workspace_id=workspace_id,
             name=spec.name,
             cron=spec.cron,
@@ -195,12 +225,13 @@ class Automation:
         fires = await self.store.list_fires(schedule_id, limit=limit)
         out = []
         for fire in fires:
-            status: str | None
-            try:
-                execution: Execution = await self.store.get_execution(fire.execution_id)
-                status = execution.status
-            except NotFound:
-                status = None
+            status: str | None = "refused"
+            if fire.execution_id is not None:
+                try:
+                    execution: Execution = await self.store.get_execution(fire.execution_id)
+                    status = execution.status
+                except NotFound:
+                    status = None
             out.append(Run(fire=fire, status=status))
         return out
 
@@ -212,9 +243,17 @@ class Automation:
         """The hook and its signing secret: the only time the secret is returned."""
         if not 1 <= spec.max_bytes <= 1024 * 1024:
             raise AutomationError("invalid_hook", "max_bytes is between 1 and 1048576")
+        # A field no delivery can have would make every delivery 422: refused now, as a
+        # schedule's is.
+        unknown = [f for f in fields(spec.prompt) if f != "hook" and f.split(".")[0] != "payload"]
+        if unknown:
+            raise AutomationError(
+                "invalid_hook",
+                f"the prompt uses {sorted(set(unknown))}; a hook has {list(HOOK_FIELDS)}",
+            )
         await self._check_deployment(workspace_id, spec.deployment)
         now = self._clock()
-        hook_id = f"hok_{ULID.from_timestamp(now)}"
+        hook_id = prefixed("hook", ULID.from_timestamp(now))
         secret = new_secret()
         record = HookRecord(
             hook_id=hook_id,
@@ -263,9 +302,7 @@ class Automation:
         self._signing.pop((hook.hook_id, hook.secret_name), None)
         await secrets.delete(hook.workspace_id, hook.secret_name)
 
-    async def deliver(
-        self, hook_id: str, body: bytes, headers: Mapping[str, str]
-    ) -> dict[str, str]:
+    async def deliver(self, hook_id: str, body: bytes, headers: Mapping[str, str]) -> Delivered:
         """A delivery: verified, then one turn per `webhook-id` (a redelivery gets the
         first acceptance). `BadSignature` for an unknown hook too: its existence does not
         leak to whoever lacks its secret."""
@@ -274,6 +311,31 @@ class Automation:
             secret = await self._signing_secret(hook)
         except Exception:  # any failure to find the hook's secret is "not signed"
             raise BadSignature("unknown hook") from None
+        try:
+            return await self._accept(hook, secret, body, headers)
+        except (BadSignature, AutomationError) as exc:
+            # Kept for the hook's owner to see (docs/automation.md); an unknown hook's are not.
+            code = exc.code if isinstance(exc, AutomationError) else "bad_signature"
+            refusal = RefusalRecord(
+                hook_id=hook_id,
+                refused_at=self._clock(),
+                code=code,
+                delivery_id=(headers.get("webhook-id") or None) and headers["webhook-id"][:128],
+                body_bytes=len(body),
+            )
+            with contextlib.suppress(StoreError):  # the refusal stands even so
+                await self.store.record_refusal(refusal)
+            raise
+
+    async def refusals(self, hook_id: str, limit: int = 20) -> list[RefusalRecord]:
+        """The hook's newest refused deliveries."""
+        await self.hook(hook_id)
+        return await self.store.list_refusals(hook_id, limit=limit)
+
+    async def _accept(
+        self, hook: HookRecord, secret: str, body: bytes, headers: Mapping[str, str]
+    ) -> Delivered:
+        hook_id = hook.hook_id
         delivery_id = verify(secret, body, headers)
         if len(delivery_id) > MAX_DELIVERY_ID:
             raise AutomationError(
@@ -346,7 +408,7 @@ class Automation:
         if isinstance(result, Rejected):
             raise AutomationError(result.code, result.message)
         assert isinstance(result, Accepted)
-        return {"delivery_id": delivery_id, **result.ids}
+        return Delivered({"delivery_id": delivery_id, **result.ids}, replayed=False)
 
     # -- checks -------------------------------------------------------------------------
 

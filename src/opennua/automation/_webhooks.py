@@ -28,6 +28,12 @@ def new_secret() -> str:
     return SECRET_PREFIX + base64.b64encode(secrets.token_bytes(32)).decode()
 
 
+def token_secret(token: str) -> str:
+    """The signing secret of an A2A push config with a token: the token's own bytes, so
+    the receiver verifies the signature with the token it chose (A2A returns no secret)."""
+    return SECRET_PREFIX + base64.b64encode(token.encode()).decode()
+
+
 def verify(secret: str, body: bytes, headers: Mapping[str, str]) -> str:
     """Check a delivery; return its `webhook-id` or raise `BadSignature`."""
     wanted = {k: headers[k] for k in ("webhook-id", "webhook-timestamp", "webhook-signature")

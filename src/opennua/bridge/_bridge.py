@@ -31,12 +31,14 @@ from typing import Any
 
 from opentelemetry.trace import TracerProvider
 
+from opennua._common import RetryPolicy
 from opennua.client import (
     ApiError,
     Client,
     ClientError,
     ConflictError,
     GoneError,
+    InvalidRequestError,
     Subscription,
     connect,
     new_client_id,
@@ -46,7 +48,7 @@ from opennua.protocol.state import InputRequest, Turn
 
 from . import _render as r
 from ._answers import Choice, Refusal, from_reaction, from_text
-from ._deliveries import DeliveryState, RetryPolicy, delivery_id, intent_key
+from ._deliveries import DELIVERY_RETRY, DeliveryState, delivery_id, intent_key
 from ._ledger import Binding, Ledger, Outgoing
 from ._matrix import Matrix, MatrixError
 from ._outbox import Outbox
@@ -74,7 +76,7 @@ class BridgeConfig:
     #: Seconds between two edits of one card: 2 s is at most 30 events a minute per card.
     edit_interval: float = 2.0
     sync_timeout_ms: int = 10_000
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    retry: RetryPolicy = DELIVERY_RETRY
 
 
 class MatrixBridge:
@@ -244,8 +246,8 @@ class MatrixBridge:
         member = None
         if principal is not None:  # an unlisted person needs no round trip to be refused
             workspace = await self._workspace_of(room_id)
-            members = await self.host.get_json(f"/v1/workspaces/{workspace}/members")
-            member = next((m for m in members["items"] if m["principal_id"] == principal), None)
+            members = await self.host.members(workspace)
+            member = next((m for m in members if m["principal_id"] == principal), None)
         if member is None:
             return f"{sender} is not a member of this session's workspace."
         if "act" not in member["permissions"]:
@@ -261,8 +263,8 @@ class MatrixBridge:
             if state["workspace_id"] is not None:
                 return state["workspace_id"]
         # An unbound room's session will be created in the bridge's first workspace.
-        me = await self.host.get_json("/v1/whoami")
-        return str(me["workspaces"][0]["workspace_id"])
+        me = await self.host.whoami()
+        return me["workspaces"][0]["workspace_id"]
 
     async def _binding(self, room_id: str) -> Binding:
         binding = self.ledger.binding(room_id)
@@ -295,6 +297,12 @@ class MatrixBridge:
                 "The agent is busy with a turn and this room rejects messages meanwhile "
                 "(`!if_busy enqueue` queues them).",
             )
+        except InvalidRequestError as exc:
+            # `/name args` names a command of the session's plugin: the Host says which
+            # exist when this one does not.
+            if exc.code != "unknown_command":
+                raise
+            await self._reply(room_id, event, f"{exc.detail[:1].upper()}{exc.detail[1:]}.")
 
     async def _answer(
         self,
@@ -343,6 +351,7 @@ class MatrixBridge:
                 option_id=choice.option_id,
                 payload=choice.payload,
                 intent_id=intent_key(str(event["event_id"])),
+                on_behalf_of=sender,  # every client shows who answered, not our client id
             )
         except ConflictError as exc:
             if exc.code != "input_request_resolved":
@@ -366,7 +375,10 @@ class MatrixBridge:
     def _who(self, answered_by: dict[str, Any] | Any, request_id: str) -> str:
         by = answered_by if isinstance(answered_by, dict) else {}
         if by.get("client_id") == self.client_id:
-            return f"{self.ledger.answerer(request_id) or 'someone'} in chat"
+            person = by.get("on_behalf_of") or self.ledger.answerer(request_id)
+            return f"{person or 'someone'} in chat"
+        if by.get("on_behalf_of"):
+            return f"{by['on_behalf_of']} (via {by.get('client_id') or 'another client'})"
         client = by.get("client_id") or "another client"
         return f"{client} (web UI or CLI)"
 
@@ -495,7 +507,8 @@ class MatrixBridge:
                 )  # fmt: skip
         if request["status"] == "resolved":
             by: dict[str, Any] = dict(request["answered_by"] or {})
-            if by.get("client_id") == self.client_id and self.ledger.answerer(rid) is None:
+            mine = by.get("client_id") == self.client_id
+            if mine and not by.get("on_behalf_of") and self.ledger.answerer(rid) is None:
                 return  # our own answer, not yet recorded: name the person next tick
             body, formatted = r.resolution_message(request, self._who(by, rid))
             self._enqueue(

@@ -8,13 +8,12 @@ is the Matrix transaction id, so the homeserver deduplicates a retried `PUT` too
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from typing import Literal
 
-from ulid import ULID
-
+from opennua._common import RetryPolicy
 from opennua.protocol import ReportDelivery
+from opennua.protocol.ids import derived_id
 
 Status = Literal["pending", "sent", "retrying", "failed"]
 CHANNEL = "matrix"
@@ -22,33 +21,17 @@ CHANNEL = "matrix"
 
 def delivery_id(session_id: str, source: str, kind: str) -> str:
     """`dlv_` + a ULID hashed from (session, source, kind): the same inputs, the same id."""
-    digest = hashlib.sha256(f"{session_id}\x1f{source}\x1f{kind}".encode()).digest()[:16]
-    return "dlv_" + str(ULID.from_bytes(digest))
+    return derived_id("delivery", session_id, source, kind)
 
 
 def intent_key(source: str) -> str:
     """An intent id derived from a platform event (a Matrix event id): the bridge that sees
     the same event again after a restart sends the same intent, which the Host replays."""
-    digest = hashlib.sha256(source.encode()).digest()[:16]
-    return "int_" + str(ULID.from_bytes(digest))
+    return derived_id("intent", source)
 
 
-@dataclass(frozen=True)
-class RetryPolicy:
-    """Exponential backoff with equal jitter: half the step is fixed, half random, so
-    retries spread out but never collapse to zero. Gives up after `max_attempts`."""
-
-    base: float = 1.0
-    cap: float = 8.0
-    max_attempts: int = 40
-
-    def delay(self, attempts: int, unit_random: float) -> float:
-        """Seconds before try `attempts + 1`; `unit_random` is uniform in [0, 1)."""
-        step: float = min(self.cap, self.base * 2.0 ** max(0, attempts - 1))
-        return step / 2 + step / 2 * unit_random
-
-    def gives_up(self, attempts: int, permanent: bool) -> bool:
-        return permanent or attempts >= self.max_attempts
+#: Deliveries back off 1, 2, 4 then 8 s (half of it random) and give up after 40 tries.
+DELIVERY_RETRY = RetryPolicy(base=1.0, cap=8.0, max_attempts=40)
 
 
 @dataclass(frozen=True)
@@ -67,7 +50,7 @@ class DeliveryState:
     error_message: str | None = None
 
 
-def report(state: DeliveryState, client_id: str, rfc3339: str | None) -> ReportDelivery:
+def report(state: DeliveryState, client_id: str, next_at: str | None) -> ReportDelivery:
     """The intent that tells the Host about `state`; keyed by (delivery, status, attempts)
     so re-sending the same report is a replay, not a second action."""
     error = None
@@ -84,7 +67,7 @@ def report(state: DeliveryState, client_id: str, rfc3339: str | None) -> ReportD
             "status": state.status,
             "attempts": state.attempts,
             "event_id": state.event_id,
-            "next_attempt_at": rfc3339,
+            "next_attempt_at": next_at,
             "error": error,
         }
     )

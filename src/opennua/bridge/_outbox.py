@@ -18,11 +18,12 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
+from opennua._common import RetryPolicy
 from opennua.client import ApiError, Client, ClientError, ServerError, UnreachableError
 from opennua.protocol import ReportDelivery
 
 from . import _render as r
-from ._deliveries import DeliveryState, RetryPolicy, report
+from ._deliveries import DeliveryState, report
 from ._ledger import Ledger, Outgoing
 from ._matrix import Matrix, MatrixError
 from ._tracing import DeliverySpans

@@ -121,16 +121,20 @@ class Homeserver:
         proc = subprocess.Popen([*_synapse(), "-c", str(self.config)], stdout=out, stderr=out)
         out.close()
         deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"synapse exited with {proc.returncode}; see {out.name}")
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{self.url}/health", timeout=1).status_code == 200:
-                    return proc
-            if time.monotonic() > deadline:
-                proc.kill()
-                raise RuntimeError(f"synapse did not answer within 60 s; see {out.name}")
-            time.sleep(0.2)
+        try:
+            while True:
+                if proc.poll() is not None:
+                    raise RuntimeError(f"synapse exited with {proc.returncode}; see {out.name}")
+                with contextlib.suppress(httpx.HTTPError):
+                    if httpx.get(f"{self.url}/health", timeout=1).status_code == 200:
+                        return proc
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"synapse did not answer within 60 s; see {out.name}")
+                time.sleep(0.2)
+        except BaseException:
+            # Interrupted (Ctrl-C, SIGTERM) or failed while waiting: no Synapse left behind.
+            stop(proc)
+            raise
 
     @staticmethod
     def write_token(path: Path, token: str) -> None:

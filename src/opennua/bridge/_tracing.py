@@ -8,8 +8,8 @@ The span follows the OpenTelemetry messaging conventions (`messaging.system` `ma
 the room as the destination, the Matrix event id as the message id); a reply to a
 person's message belongs to no turn and is not traced.
 
-Configured from the standard `OTEL_*` variables as `nua serve` is (the bridge may not
-import the server, so the few lines are its own). Off unless an OTLP endpoint or
+Configured from the standard `OTEL_*` variables by the rules `nua serve` follows
+(`opennua._common`). Off unless an OTLP endpoint or
 `OTEL_TRACES_EXPORTER` is set; off, nothing here runs and no execution is read.
 """
 
@@ -20,58 +20,26 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from opentelemetry import trace
-from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from opentelemetry.util.types import AttributeValue
 
+from opennua._common import otlp_span_exporter, service_resource, traces_enabled
+
 from ._deliveries import CHANNEL, DeliveryState
 
 _log = logging.getLogger(__name__)
-_TRUE = {"1", "true", "yes", "on"}
 _PROPAGATOR = TraceContextTextMapPropagator()
 
 
-def traces_enabled(env: Mapping[str, str]) -> bool:
-    """The rule `nua serve` follows (docs/observability.md)."""
-    if env.get("OTEL_SDK_DISABLED", "").lower() in _TRUE:
-        return False
-    exporter = env.get("OTEL_TRACES_EXPORTER", "").strip().lower()
-    if exporter:
-        return exporter != "none"
-    return bool(
-        env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-    )
-
-
 def tracer_provider_from_env(env: Mapping[str, str]) -> TracerProvider | None:
-    """A provider exporting over OTLP as the `OTEL_*` variables say, or None (off). The
-    exporter reads its endpoint, headers and TLS settings from the environment itself."""
+    """A provider exporting over OTLP as the `OTEL_*` variables say, or None (off)."""
     if not traces_enabled(env):
         return None
-    protocol = (
-        env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", env.get("OTEL_EXPORTER_OTLP_PROTOCOL", ""))
-        .strip()
-        .lower()
-    )
-    exporter: Any
-    if protocol == "grpc":
-        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-
-        exporter = OTLPSpanExporter()
-    else:
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
-            OTLPSpanExporter as HttpSpanExporter,
-        )
-
-        exporter = HttpSpanExporter()
-    defaults = {"service.name": "opennua-bridge"}
-    provider = TracerProvider(
-        resource=Resource.create(defaults if "OTEL_SERVICE_NAME" not in env else {})
-    )
-    provider.add_span_processor(BatchSpanProcessor(exporter))
+    provider = TracerProvider(resource=service_resource(env, "opennua-bridge"))
+    provider.add_span_processor(BatchSpanProcessor(otlp_span_exporter(env)))
     return provider
 
 
@@ -81,7 +49,7 @@ class DeliverySpans:
     def __init__(
         self,
         provider: trace.TracerProvider,
-        read_execution: Callable[[str], Awaitable[dict[str, Any]]],
+        read_execution: Callable[[str], Awaitable[Mapping[str, Any]]],
     ) -> None:
         self._tracer = provider.get_tracer("opennua.bridge")
         self._read = read_execution
