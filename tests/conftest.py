@@ -41,9 +41,29 @@ def pg_admin_url() -> str:
     return PG_ADMIN_URL
 
 
+#: A fixture that starts an outside program, and the marker a test using it must carry, so
+#: that `-m "not postgres and not browser"` starts neither.
+NEEDS_MARKER = {"pg_admin_url": "postgres", "pg_url": "postgres", "browser": "browser"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that uses one of NEEDS_MARKER's fixtures without its marker is an error."""
+    unmarked = [
+        f"{item.nodeid} uses {fixture} but is not marked {marker}"
+        for item in items
+        for fixture, marker in NEEDS_MARKER.items()
+        if fixture in getattr(item, "fixturenames", ()) and item.get_closest_marker(marker) is None
+    ]
+    if unmarked:
+        raise pytest.UsageError("\n".join(unmarked))
+
+
 @pytest.fixture
-def pg_url(pg_admin_url: str) -> Iterator[str]:
-    """A fresh, empty database for one test, dropped afterwards."""
+def pg_url(pg_admin_url: str, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh, empty database for one test, dropped afterwards. A test reaching it through
+    `request.getfixturevalue` escapes the collection check, so it is checked here too."""
+    if request.node.get_closest_marker("postgres") is None:
+        pytest.fail(f"{request.node.nodeid} uses PostgreSQL but is not marked postgres")
     with scratch_database(pg_admin_url, f"nua_test_{os.getpid()}") as url:
         yield url
 

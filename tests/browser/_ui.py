@@ -6,13 +6,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from typing import Any
 
 from playwright.sync_api import Browser, Page
 
 from opennua.protocol import state_to_json
-from tests.e2e._proc import Server, wait_for
+from tests._support.polling import wait_for
+from tests.e2e._proc import Server
 
 # Runs before the page's own scripts. It only slows the *delivery* of streamed deltas,
 # like a slow network would: the scripted demo model commits a response's deltas in one
@@ -74,8 +74,11 @@ def statuses(page: Page) -> list[str]:
     return seen
 
 
-def open_ui(browser: Browser, server: Server, *, pace_deltas: bool = False) -> Page:
-    """A fresh browser context (own cookies, own client_id) logged in through the link."""
+def open_ui(
+    browser: Browser, server: Server, *, pace_deltas: bool = False, token: str | None = None
+) -> Page:
+    """A fresh browser context (own cookies, own client_id) logged in through the link, as
+    the owner or as the holder of `token`."""
     context = browser.new_context(viewport={"width": 1280, "height": 900}, accept_downloads=True)
     context.set_default_timeout(30_000)
     context.add_init_script(OBSERVE)
@@ -85,7 +88,7 @@ def open_ui(browser: Browser, server: Server, *, pace_deltas: bool = False) -> P
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
     page.errors = errors  # type: ignore[attr-defined]
-    page.goto(f"{server.url}/login?token={server.token}")
+    page.goto(f"{server.url}/login?token={token or server.token}")
     page.wait_for_selector(".list-page")
     assert page.url == f"{server.url}/", "the login link lands on the UI"
     return page
@@ -203,14 +206,3 @@ def nua_show_json(server: Server, sid: str) -> str:
     shown = nua(server, "show", sid, "--json")
     assert shown.returncode == 0, shown.stderr
     return shown.stdout.strip()
-
-
-def eventually(check: Any, timeout: float = 30) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return check()
-        except AssertionError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)

@@ -16,6 +16,7 @@ import httpx
 import pytest
 from playwright.sync_api import Page
 
+from tests._support.polling import wait_for
 from tests.browser._ui import (
     nua,
     open_request,
@@ -25,7 +26,7 @@ from tests.browser._ui import (
     ui_state_json,
     wait_converged,
 )
-from tests.e2e._proc import Server, wait_for
+from tests.e2e._proc import Server
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(120)]
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, Route
 
+from tests._support.polling import wait_for
 from tests.browser._ui import (
     client_id,
     expected_keys,
@@ -24,7 +25,7 @@ from tests.browser._ui import (
     ui_state_json,
     wait_converged,
 )
-from tests.e2e._proc import Server, wait_for
+from tests.e2e._proc import Server
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(120)]
 

@@ -9,9 +9,9 @@ from collections.abc import Callable
 import pytest
 from playwright.sync_api import Page
 
+from tests._support.plugins import publish_helper, release_helper
 from tests.browser._ui import open_request, start_demo
 from tests.e2e._proc import Server
-from tests.e2e.test_plugin_releases import publish, release
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(120)]
 
@@ -20,8 +20,8 @@ def test_new_session_on_a_deployment_and_the_list_from_the_list_route(
     ui: Callable[..., Page], server: Server
 ) -> None:
     with server.client() as client:
-        v1 = publish(client, "1.0.0")
-        release(client, "1.0.0")
+        v1 = publish_helper(client, "1.0.0")
+        release_helper(client, "1.0.0")
         spec = {"plugin": "helper", "model": "scripted:demo"}
         assert client.put("/v1/deployments/support", json=spec).status_code == 200
     waiting = start_demo(server, title="waiting one")

@@ -5,8 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
+from tests._support.polling import wait_for
 from tests.browser._ui import open_session
-from tests.e2e._proc import Server, wait_for
+from tests.e2e._proc import Server
+
+pytestmark = [pytest.mark.browser, pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(120)]
 
 
 def _alice(server: Server) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from collections.abc import Callable
 import pytest
 from playwright.sync_api import Page
 
+from tests._support.polling import wait_for
 from tests.browser._ui import (
     deliver,
     expected_keys,
@@ -22,7 +23,7 @@ from tests.browser._ui import (
     ui_state_json,
     wait_converged,
 )
-from tests.e2e._proc import Server, wait_for
+from tests.e2e._proc import Server
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(150)]
 

@@ -1,5 +1,5 @@
-"""The web UI's schedules page: each schedule with its next fire and recent runs (from
-a real `nua serve` whose scheduler fires a per-second schedule), a run links to its
+"""The web UI's automation page, its schedules: each with its next fire and recent runs
+(from a real `nua serve` whose scheduler fires a per-second schedule), a run links to its
 session, and a paused schedule says so."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ from collections.abc import Callable
 import pytest
 from playwright.sync_api import Page
 
-from tests.e2e._proc import Server, wait_for
+from tests._support.polling import wait_for
+from tests.e2e._proc import Server
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(120)]
 
@@ -37,7 +38,7 @@ def test_the_schedules_page_lists_next_fire_and_recent_runs(
             timeout=30,
         )
     page = ui()
-    page.click("nav >> text=Schedules")
+    page.click("nav >> text=Automation")
     ticker = f'.schedules li[data-schedule-id="{ticking["schedule_id"]}"]'
     page.wait_for_selector(f"{ticker} .runs li")
     head = page.inner_text(f"{ticker} .schedule-head")
@@ -46,13 +47,14 @@ def test_the_schedules_page_lists_next_fire_and_recent_runs(
     paused = f'.schedules li[data-schedule-id="{yearly["schedule_id"]}"]'
     assert page.is_visible(f"{paused} [data-paused]")
     assert "Asia/Tokyo" in page.inner_text(paused)
-    # The runs are the fires' own: slots the API lists, newest first, each to its session.
-    slot = runs[-1]["fire_time"]
+    # The runs are the fires' own: slots the API lists, newest first, each to its session
+    # (the newest: a per-second schedule pushes older runs off the page under load).
+    slot = runs[0]["fire_time"]
     page.wait_for_selector(f'{ticker} .runs li[data-fire-time="{slot}"]')
     link = page.get_attribute(f'{ticker} .runs li[data-fire-time="{slot}"] a', "href")
-    assert link == f"#/s/{runs[-1]['session_id']}"
+    assert link == f"#/s/{runs[0]['session_id']}"
     page.click(f'{ticker} .runs li[data-fire-time="{slot}"] a')
-    page.wait_for_selector(f'.session[data-session-id="{runs[-1]["session_id"]}"]')
+    page.wait_for_selector(f'.session[data-session-id="{runs[0]["session_id"]}"]')
     with server.client() as client:
         client.post(f"/v1/schedules/{ticking['schedule_id']}/pause")
     assert page.errors == []  # type: ignore[attr-defined]

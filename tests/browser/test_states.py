@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page
 
+from tests._support.polling import wait_for
 from tests.browser._ui import (
     create_session,
     deliver,
@@ -24,7 +25,7 @@ from tests.browser._ui import (
     wait_converged,
 )
 from tests.cli._hostile import HIDDEN_COMMAND
-from tests.e2e._proc import FakeProvider, Reply, Server, wait_for
+from tests.e2e._proc import FakeProvider, Reply, Server
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(120)]
 

@@ -13,7 +13,8 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from opennua.cli import app
-from tests.e2e._proc import Server, wait_for
+from tests._support.polling import wait_for
+from tests.e2e._proc import Server
 
 
 @dataclass

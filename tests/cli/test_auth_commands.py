@@ -97,6 +97,49 @@ def test_people_roles_tokens_and_login(nua: Nua, tmp_path: Path) -> None:
     assert _json(nua("whoami", "--json", NUA_CREDENTIALS=creds))["workspaces"] == []
 
 
+def test_server_admins_people_and_workspace_token_revocation(nua: Nua) -> None:
+    """`nua admin grant|revoke|principals`, `nua user disable`, `nua token list|revoke
+    --workspace`: what only server admins may (others exit 8), and the last admin stays
+    (exit 4)."""
+    owner = nua.server.token
+    me = _json(nua("whoami", "--json", NUA_TOKEN=owner))
+    assert me["server_admin"] is True
+    workspace = me["workspaces"][0]["workspace_id"]
+    erin = _json(nua("user", "add", "erin", "--json", NUA_TOKEN=owner))
+    frank = _json(nua("user", "add", "frank", "--json", NUA_TOKEN=owner))
+    for person in (erin, frank):
+        added = nua("member", "add", workspace, person["principal_id"], NUA_TOKEN=owner)
+        assert added.exit_code == 0, added.output
+    # Not a server admin: no people management (8).
+    refused = nua("user", "add", "mallory", NUA_TOKEN=erin["token"])
+    assert refused.exit_code == ExitCode.UNAUTHORIZED and "insufficient_role" in refused.output
+    assert nua("admin", "principals", NUA_TOKEN=erin["token"]).exit_code == ExitCode.UNAUTHORIZED
+    # Every principal, to a server admin.
+    listed = nua("admin", "principals", NUA_TOKEN=owner)
+    assert listed.exit_code == 0 and "erin" in listed.output and "server admin" in listed.output
+    assert nua("admin", "principals", "--kind", "robot", NUA_TOKEN=owner).exit_code == (
+        ExitCode.USAGE
+    )
+    # The last server admin stays one (4); with a second, the first may go.
+    last = nua("admin", "revoke", me["principal_id"], NUA_TOKEN=owner)
+    assert last.exit_code == ExitCode.CONFLICT and "last_server_admin" in last.output
+    assert nua("admin", "grant", erin["principal_id"], NUA_TOKEN=owner).exit_code == 0
+    assert _json(nua("whoami", "--json", NUA_TOKEN=erin["token"]))["server_admin"] is True
+    assert nua("admin", "revoke", erin["principal_id"], NUA_TOKEN=owner).exit_code == 0
+    # A member's token, revoked for this workspace's work: it opens nothing here.
+    tokens = _json(nua("token", "list", "--workspace", workspace, "--json", NUA_TOKEN=owner))
+    franks = [t for t in tokens["items"] if t["principal_id"] == frank["principal_id"]]
+    revoked = nua("token", "revoke", franks[0]["token_id"], "--workspace", workspace,
+                  NUA_TOKEN=owner)  # fmt: skip
+    assert revoked.exit_code == 0, revoked.output
+    assert _json(nua("whoami", "--json", NUA_TOKEN=frank["token"]))["workspaces"] == []
+    # A person disabled everywhere: every token of theirs is refused (8).
+    assert nua("user", "disable", erin["principal_id"], NUA_TOKEN=owner).exit_code == 0
+    gone = nua("whoami", NUA_TOKEN=erin["token"])
+    assert gone.exit_code == ExitCode.UNAUTHORIZED and "principal_disabled" in gone.output
+    assert nua("user", "disable", "prn_nobody", NUA_TOKEN=owner).exit_code == ExitCode.NOT_FOUND
+
+
 def test_usage_by_principal_and_show_names_principal_trigger_workload(nua: Nua) -> None:
     answering = nua.answer_when_open(title="usage-by-principal")
     ran = nua("run", "write the report", "--json", "--title", "usage-by-principal")

@@ -12,7 +12,7 @@ import httpx
 
 from opennua.automation import sign
 from opennua.cli._context import ExitCode
-from tests.e2e._proc import wait_for
+from tests._support.polling import wait_for
 
 from .conftest import Nua
 
@@ -41,7 +41,7 @@ def test_a_schedule_fires_and_is_managed_from_the_cli(nua: Nua) -> None:
         return runs if len(runs) >= 2 else None
 
     runs = wait_for(fired, timeout=30)
-    assert all(r["lag_seconds"] < 5 for r in runs)
+    assert all(r["lag_seconds"] < 5 for r in runs), runs
     assert len({r["fire_time"] for r in runs}) == len(runs)
     paused = nua("schedule", "pause", sid, "--json")
     assert paused.exit_code == 0 and json.loads(paused.stdout)["paused"] is True

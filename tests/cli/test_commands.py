@@ -11,8 +11,9 @@ import httpx
 import pytest
 
 from opennua.protocol import action_from_json, replay, state_to_json
+from tests._support.polling import wait_for
 from tests.cli.conftest import Nua
-from tests.e2e._proc import Server, free_port, wait_for
+from tests.e2e._proc import Server, free_port
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(60)]
 

@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
+from tests._support.polling import wait_for
 from tests.cli._hostile import HIDDEN_COMMAND, PAYLOAD, injected, plain, run_in_pty
-from tests.e2e._proc import FakeProvider, Reply, Server, wait_for
+from tests.e2e._proc import FakeProvider, Reply, Server
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(90)]
 

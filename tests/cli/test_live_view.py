@@ -112,6 +112,8 @@ def test_demo_starts_a_server_runs_the_task_and_stops_it(tmp_path: Path) -> None
     text = log.read_text()
     assert token not in text and "login?token=<the token in DATA/token>" in text
     assert "web UI: http://127.0.0.1:" in result.stderr
+    # Which confinement runs the demo's shell command (bubblewrap is installed here).
+    assert "sandbox: bubblewrap (no network; egress through the proxy)" in result.stderr
 
 
 def test_the_demo_log_is_private_whatever_the_umask_and_holds_no_token(tmp_path: Path) -> None:

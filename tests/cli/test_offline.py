@@ -4,13 +4,17 @@ server and token, and how errors map onto exit codes."""
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import httpx
 import pytest
+import typer
+import typer.main
 from typer.testing import CliRunner
 
 from opennua.cli import app
@@ -92,6 +96,16 @@ def test_an_unreachable_server_exits_5_with_a_hint(tmp_path: Path) -> None:
     assert "nua serve" in result.stderr
 
 
+def test_run_with_no_server_fails_fast_with_exit_5(tmp_path: Path) -> None:
+    # Connection refused before any answer is not transient: no 30 s of retries.
+    env = {"NUA_URL": "http://127.0.0.1:9", "NUA_DATA": str(tmp_path)}
+    began = time.monotonic()
+    result = CliRunner().invoke(app, ["run", "hello", "--detach"], env={**env, "NUA_TOKEN": "t"})
+    assert result.exit_code == ExitCode.UNREACHABLE, result.output
+    assert time.monotonic() - began < 2
+    assert "nua serve" in result.stderr
+
+
 def test_url_and_token_come_from_flags_then_env_then_the_data_directory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -120,6 +134,51 @@ def test_url_and_token_come_from_flags_then_env_then_the_data_directory(
     CliRunner().invoke(app, ["sessions"], env=env)
     CliRunner().invoke(app, ["--url", "http://flag:3", "sessions"], env=env)
     assert seen == [("http://env:2", "from-env"), ("http://flag:3", "from-env")]
+
+
+def test_global_options_may_follow_the_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    # `nua run --url …` was "No such option" (issue 35), though errors say to use --url.
+    from opennua.cli import _automation, _read
+
+    seen: list[tuple[str, str | None, str | None]] = []
+
+    def spy(ctx: object, body: object) -> None:
+        s = ctx.find_root().obj  # type: ignore[attr-defined]
+        seen.append((s.url, s.token, s.client_id))
+
+    monkeypatch.setattr(_read, "execute", spy)
+    monkeypatch.setattr(_automation, "execute", spy)
+    runner, env = CliRunner(), {"NUA_URL": None, "NUA_TOKEN": None, "NUA_CLIENT_ID": None}
+    runner.invoke(app, ["sessions", "--url", "http://a:1", "--token=t1"], env=env)
+    runner.invoke(app, ["show", "ses_1", "--client-id", "cli_x", "--url=http://b:2"], env=env)
+    runner.invoke(app, ["schedule", "runs", "sch_1", "--url", "http://c:3"], env=env)
+    runner.invoke(app, ["--url", "http://d:4", "sessions", "--token", "t4"], env=env)
+    assert seen == [
+        ("http://a:1", "t1", None),
+        ("http://b:2", None, "cli_x"),
+        ("http://c:3", None, None),
+        ("http://d:4", "t4", None),
+    ]
+
+
+def test_a_commands_own_option_of_a_global_name_stays_its_own() -> None:
+    from opennua.cli._app import app as root
+    from opennua.cli._globals import hoist
+
+    group = typer.main.get_command(root)
+    ctx = typer.Context(group)
+    # `nua serve --data` and `nua login --token` are the commands' own options.
+    assert hoist(group, ctx, ["serve", "--data", "/d"]) == ["serve", "--data", "/d"]
+    assert hoist(group, ctx, ["login", "URL", "--token", "t"]) == ["login", "URL", "--token", "t"]
+    # After `--` everything is an argument.
+    assert hoist(group, ctx, ["run", "--", "--url", "x"]) == ["run", "--", "--url", "x"]
+    assert hoist(group, ctx, ["run", "hi", "--url", "u"]) == ["--url", "u", "run", "hi"]
+
+
+def test_nua_version() -> None:
+    result = CliRunner().invoke(app, ["--version"])
+    assert result.exit_code == 0
+    assert result.output.strip() == f"nua {importlib.metadata.version('opennua')}"
 
 
 def _problem(status: int, code: str) -> Exception:

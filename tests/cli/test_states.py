@@ -11,6 +11,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from opennua.cli._context import answerer, who_answered
 from opennua.cli._live import Follower
 from opennua.cli._render import (
     current_step,
@@ -195,3 +196,29 @@ def test_file_changes_show_a_bounded_diff_a_reference_or_binary_facts() -> None:
     shown = _text(render_session(replay(action_from_dict(a) for a in log.actions)))
     assert "+line 36" in shown and "+line 37" not in shown
     assert "… 63 more lines: nua diff SID" in shown
+
+
+def test_who_answered_in_chat_is_the_person_everywhere_the_cli_says_it() -> None:
+    # The CLI that lost to the chat bridge was told the bridge's client id (issue 35).
+    state = _vector("hitl_answered_in_chat")
+    shown = _text(render_session(state))
+    assert "answered by @alice:example.org (via cli_bridge, principal prn_bridge)" in shown
+    request = state["turns"][0]["input_requests"]["req_01"]
+    resolution = {**request, "outcome": "selected"}
+    lost = who_answered(dict(resolution))  # the loser's message (`nua answer`, the live view)
+    assert lost.startswith("req_01 was already answered by @alice:example.org (via cli_bridge")
+    assert answerer({"client_id": "cli_a", "principal_id": "prn_a"}) == "cli_a (principal prn_a)"
+
+
+def test_a_structured_result_is_shown_pretty_printed_whole() -> None:
+    state = _vector("structured_output")
+    shown = _text(render_session(state))
+    result = state["turns"][0]["output"]
+    pretty = json.dumps(result, indent=2, ensure_ascii=False).splitlines()
+    lines = shown.splitlines()
+    start = lines.index("  result")
+    assert lines[start + 1 : start + 1 + len(pretty)] == [f"    {line}" for line in pretty]
+    assert lines[start + 1 + len(pretty)].strip().startswith("■ end_turn")
+    # A turn that failed output_invalid has no result, only its error.
+    second = shown[shown.index("── turn trn_02") :]
+    assert "result" not in second and "■ failed" in second and "output_invalid" in second

@@ -68,10 +68,11 @@ async def test_live_state_converges_and_the_first_answer_wins(server: Server) ->
             assert resolution["answered_by"]["client_id"] == "cli_first"
             with pytest.raises(ConflictError) as lost:
                 await second.session(session.session_id).answer(request_id, option_id="reject_once")
-            me = await first.get_json("/v1/whoami")  # the answering principal, recorded
+            me = await first.whoami()  # the answering principal, recorded
             assert lost.value.answered_by == {
                 "client_id": "cli_first",
                 "principal_id": me["principal_id"],
+                "on_behalf_of": None,
             }
             assert (lost.value.resolution or {})["option_id"] == "allow_once"
             final = await live.wait_for(_ended)

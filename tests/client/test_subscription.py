@@ -151,6 +151,43 @@ async def test_retransmission_gives_up_as_unreachable_after_the_intent_timeout()
             await client.session(SID).cancel()
 
 
+async def test_a_refused_connection_before_the_server_ever_answered_is_final_at_once() -> None:
+    # `nua run` with no server retried for 34 s (issue 35): nobody listens there.
+    path = f"/v1/sessions/{SID}/messages"
+    server = FakeServer(titles(1), posts={path: [httpx.ConnectError("refused")]})
+    sleeps: list[float] = []
+    async with _client(server, sleeps) as client:
+        with pytest.raises(UnreachableError):
+            await client.session(SID).send_message("hi")
+    assert len(server.performed) == 1 and sleeps == []
+
+
+async def test_a_refused_connection_after_an_answer_is_a_restart_and_is_retried() -> None:
+    path = f"/v1/sessions/{SID}/messages"
+    accepted = httpx.Response(202, json={"turn_id": "trn_1", "execution_id": "exe_1"})
+    refused = httpx.ConnectError("refused")
+    server = FakeServer(titles(1), posts={path: [refused, refused, accepted]})
+    async with _client(server) as client:
+        await client.request("GET", f"/v1/sessions/{SID}")
+        result = await client.session(SID).send_message("hi")
+    assert result.ids["turn_id"] == "trn_1" and len(server.performed) == 3
+
+
+@pytest.mark.parametrize(("status", "retried"), [(503, True), (502, True), (500, False)])
+async def test_only_a_server_error_that_may_pass_is_retried(status: int, retried: bool) -> None:
+    path = f"/v1/sessions/{SID}/messages"
+    accepted = httpx.Response(202, json={"turn_id": "trn_1", "execution_id": "exe_1"})
+    failed = httpx.Response(status, json={"code": "x", "detail": "d", "status": status})
+    server = FakeServer(titles(1), posts={path: [failed, accepted]})
+    async with _client(server) as client:
+        if retried:
+            await client.session(SID).send_message("hi")
+        else:
+            with pytest.raises(ServerError):
+                await client.session(SID).send_message("hi")
+    assert len(server.performed) == (2 if retried else 1)
+
+
 @pytest.mark.parametrize(
     ("status", "code", "kind"),
     [

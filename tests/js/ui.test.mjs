@@ -7,6 +7,7 @@ import { readFileSync } from "node:fs";
 import { describe, test } from "node:test";
 
 import { Api, ApiError, newId, stableClientId } from "../../src/opennua/web/api.js";
+import { Workspace } from "../../src/opennua/web/context.js";
 import { SessionController } from "../../src/opennua/web/controller.js";
 import { LiveFeed, STATUS } from "../../src/opennua/web/live.js";
 import { Overlay } from "../../src/opennua/web/overlay.js";
@@ -21,9 +22,17 @@ import {
   waitingForModel,
   who,
 } from "../../src/opennua/web/views/format.js";
+import { shortDigest } from "../../src/opennua/web/views/kit.js";
 // Loaded for their syntax and imports: the views need a DOM only when called.
+import "../../src/opennua/web/views/audit.js";
+import "../../src/opennua/web/views/automation.js";
+import "../../src/opennua/web/views/deployments.js";
 import "../../src/opennua/web/views/list.js";
+import "../../src/opennua/web/views/people.js";
+import "../../src/opennua/web/views/plugins.js";
+import "../../src/opennua/web/views/secrets.js";
 import "../../src/opennua/web/views/session.js";
+import "../../src/opennua/web/views/usage.js";
 
 const vector = (name) =>
   JSON.parse(readFileSync(new URL(`../conformance/vectors/${name}.json`, import.meta.url)));
@@ -192,6 +201,35 @@ describe("LiveFeed", () => {
     assert.equal(resynced, 1200);
     assert.ok(FakeSource.all[0].closed);
     assert.equal(statuses.at(-1), STATUS.RESYNCING);
+  });
+});
+
+describe("LiveFeed after a revocation", () => {
+  test("a revoked frame ends the stream for good and tells the owner why", () => {
+    FakeSource.all = [];
+    const timers = fakeTimers();
+    let why = null;
+    const statuses = [];
+    const feed = new LiveFeed({
+      url: () => "/events",
+      seq: () => 0,
+      onAction: () => {},
+      onResync: () => {},
+      onRevoked: (data) => {
+        why = data;
+      },
+      onStatus: (s) => statuses.push(s),
+      EventSourceImpl: FakeSource,
+      timers,
+    });
+    feed.start();
+    FakeSource.all[0].onopen();
+    FakeSource.all[0].emit("revoked", { code: "token_revoked", detail: "revoked" });
+    assert.deepEqual(why, { code: "token_revoked", detail: "revoked" });
+    assert.ok(FakeSource.all[0].closed);
+    assert.equal(statuses.at(-1), STATUS.CLOSED);
+    assert.equal(timers.queue.length, 0); // no reconnect: it would only be refused
+    assert.equal(FakeSource.all.length, 1);
   });
 });
 
@@ -365,6 +403,9 @@ describe("format", () => {
     const by = { client_id: "cli_a", principal_id: "prn_owner" };
     assert.equal(who(by, "cli_b"), "cli_a (prn_owner)");
     assert.equal(who(by, "cli_a"), "cli_a (prn_owner) — you");
+    // Answered in chat: the person first, then the bridge's client and principal.
+    const chat = { client_id: "cli_bridge", principal_id: "prn_bot", on_behalf_of: "@alice:ex.org" };
+    assert.equal(who(chat, "cli_b"), "@alice:ex.org (via cli_bridge, prn_bot)");
   });
 });
 
@@ -427,5 +468,73 @@ describe("approval and activity", () => {
     assert.equal(waitingForModel(streaming.turns[0]), null);
     const ended = replay(base);
     assert.equal(waitingForModel(ended.turns[0]), null);
+  });
+});
+
+// -- the console -----------------------------------------------------------------------------
+
+describe("the console", () => {
+  test("a collection route acts in the chosen workspace; empty filters are left out", () => {
+    const api = new Api();
+    assert.equal(api.scoped("/v1/plugins"), "/v1/plugins");
+    api.workspaceId = "wsp_A";
+    assert.equal(
+      api.scoped("/v1/sessions", { limit: 50, cursor: null, q: "", status: "idle", since: 0 }),
+      "/v1/sessions?limit=50&status=idle&since=0&workspace_id=wsp_A",
+    );
+    // A workspace named by the caller wins; values are encoded.
+    assert.equal(
+      api.scoped("/v1/usage", { workspace_id: "wsp_B", q: "a&b" }),
+      "/v1/usage?workspace_id=wsp_B&q=a%26b",
+    );
+  });
+
+  test("what the caller may do comes from the server's people list, for the kept workspace", async () => {
+    const people = {
+      wsp_A: [{ principal_id: "prn_me", kind: "user", name: "me", permissions: ["read"] }],
+      wsp_B: [
+        { principal_id: "prn_me", kind: "user", name: "me", permissions: ["read", "act", "manage"] },
+        { principal_id: "prn_bot", kind: "agent", name: "bot", permissions: ["read"] },
+      ],
+    };
+    let serverAdmin = false;
+    const fetchImpl = async (url) => {
+      const body = url.endsWith("/v1/whoami")
+        ? {
+            principal_id: "prn_me",
+            name: "me",
+            server_admin: serverAdmin,
+            workspaces: [
+              { workspace_id: "wsp_A", name: "a", role: "viewer" },
+              { workspace_id: "wsp_B", name: "b", role: "admin" },
+            ],
+          }
+        : { items: people[/workspaces\/([^/]+)\/people/.exec(url)[1]] };
+      return { ok: true, json: async () => body };
+    };
+    const kept = new Map([["nua.workspace_id", "wsp_B"]]);
+    const storage = { getItem: (k) => kept.get(k) ?? null, setItem: (k, v) => kept.set(k, v) };
+    const api = new Api({ fetchImpl });
+    const ctx = await new Workspace(api, storage).load();
+    assert.equal(ctx.id, "wsp_B");
+    assert.equal(api.workspaceId, "wsp_B");
+    assert.ok(ctx.can("manage") && ctx.can("act"));
+    assert.equal(ctx.nameOf("prn_bot"), "bot (agent)");
+    assert.equal(ctx.nameOf("prn_unknown"), "prn_unknown");
+    // Being a server admin is the server's answer too (whoami), asked again on refresh.
+    assert.equal(ctx.serverAdmin, false);
+    serverAdmin = true;
+    await ctx.refreshMe();
+    assert.equal(ctx.serverAdmin, true);
+    // A workspace no longer listed falls back to the first one: a viewer there.
+    kept.set("nua.workspace_id", "wsp_gone");
+    const first = await new Workspace(new Api({ fetchImpl }), storage).load();
+    assert.equal(first.id, "wsp_A");
+    assert.ok(first.can("read") && !first.can("act") && !first.can("manage"));
+  });
+
+  test("a digest is shown by its first 12 hex digits", () => {
+    assert.equal(shortDigest(`sha256:${"ab".repeat(32)}`), "abababababab");
+    assert.equal(shortDigest(null), "");
   });
 });

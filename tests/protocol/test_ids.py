@@ -1,8 +1,10 @@
 from __future__ import annotations
 
+import hashlib
+
 import pytest
 
-from opennua.protocol.ids import PREFIXES, action_id, kind_of, new_id
+from opennua.protocol.ids import PREFIXES, action_id, derived_id, kind_of, new_id, prefixed
 
 
 def test_every_kind_has_its_prefix_and_a_ulid() -> None:
@@ -39,3 +41,31 @@ def test_action_ids_are_deterministic_and_distinct() -> None:
     # The separator keeps (producer, key) pairs from colliding by concatenation.
     assert action_id("ab", "c") != action_id("a", "bc")
     assert kind_of("nope_123") is None
+
+
+def test_derived_ids_keep_the_formula_the_bridge_and_actions_were_minted_with() -> None:
+    """Ids already stored (actions, a bridge's deliveries and intents) must derive again
+    to the same value: the formula is sha256 of the parts joined by 0x1f, as a ULID."""
+    from ulid import ULID
+
+    def before(prefix: str, text: str) -> str:
+        return prefix + str(ULID.from_bytes(hashlib.sha256(text.encode()).digest()[:16]))
+
+    assert action_id("exe_1", "k") == before("act_", "exe_1\x1fk")
+    assert derived_id("delivery", "ses_1", "act_9", "card") == before(
+        "dlv_", "ses_1\x1fact_9\x1fcard"
+    )
+    assert derived_id("intent", "$event:matrix.org") == before("int_", "$event:matrix.org")
+
+
+def test_ids_minted_outside_the_protocol_have_their_kinds_here() -> None:
+    assert {"int_", "tok_", "sch_", "hok_", "dlv_", "aud_"} <= set(PREFIXES.values())
+    assert kind_of(new_id("token", ms=1, entropy=bytes(10))) == "token"
+
+
+def test_ids_made_in_one_millisecond_keep_their_order() -> None:
+    """What a fake clock's test relies on: the default workspace sorts before a second."""
+    from ulid import ULID
+
+    made = [prefixed("workspace", ULID.from_timestamp(1_800_000_000.0)) for _ in range(50)]
+    assert made == sorted(made) and len(set(made)) == 50

@@ -120,7 +120,11 @@ def test_hitl_status_follows_the_request() -> None:
     assert "requires_action" in statuses
     assert statuses[-1] == "idle"
     request = state["turns"][0]["input_requests"]["req_01"]
-    assert request["answered_by"] == {"client_id": "cli_phone", "principal_id": "prn_owner"}
+    assert request["answered_by"] == {
+        "client_id": "cli_phone",
+        "principal_id": "prn_owner",
+        "on_behalf_of": None,
+    }
     assert request["option_id"] == "allow"
 
 

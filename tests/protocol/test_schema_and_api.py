@@ -19,6 +19,28 @@ def test_committed_schema_is_current(name: str) -> None:
     assert committed == render_schema(name), "stale: run `nua schema --out docs/schema`"
 
 
+def _undocumented(node: object, where: str = "") -> list[str]:
+    """Every property of a JSON Schema without a `description`, by path."""
+    found: list[str] = []
+    if isinstance(node, dict):
+        for name, prop in (node.get("properties") or {}).items():
+            if not (isinstance(prop, dict) and prop.get("description")):
+                found.append(f"{where}.{name}")
+        for key, value in node.items():
+            found += _undocumented(value, f"{where}/{key}")
+    elif isinstance(node, list):
+        for n, value in enumerate(node):
+            found += _undocumented(value, f"{where}[{n}]")
+    return found
+
+
+@pytest.mark.parametrize("name", SCHEMA_NAMES)
+def test_every_field_of_the_protocol_is_documented(name: str) -> None:
+    """Clients read the protocol in the schema: each property says what it means."""
+    schema = json.loads((DOCS / f"{name}.schema.json").read_text(encoding="utf-8"))
+    assert _undocumented(schema) == []
+
+
 def test_nua_schema_prints_every_schema() -> None:
     result = CliRunner().invoke(app, ["schema"])
     assert result.exit_code == 0

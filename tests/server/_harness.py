@@ -15,9 +15,10 @@ import uvicorn
 from fastapi import FastAPI
 
 from opennua.auth import Authority
-from opennua.host import Hub, SessionHost, rfc3339
-from opennua.protocol import action_id, new_id
+from opennua.host import Hub, SessionHost
+from opennua.protocol import action_id, new_id, timestamp
 from opennua.protocol.ids import IdKind
+from opennua.runtime import model_priced
 from opennua.secrets import SecretKey, SecretStore
 from opennua.server import create_app
 from opennua.server._serve import uvicorn_config
@@ -85,6 +86,7 @@ async def environment(
             clock=clock,
             ids=CountingIds(clock),
             grant_check=authority.grant_problem,
+            priced=model_priced,  # as `nua serve` wires it
         )
         await host.registry.ensure_builtin("scripted:demo")
         secrets = await SecretStore.open(store, SecretKey.generate(), clock=clock)
@@ -134,14 +136,14 @@ async def park_for_input(
         "prompt": "May I?",
         "options": options,
         "response_schema": response_schema,
-        "expires_at": rfc3339(now + expires_in) if expires_in else None,
+        "expires_at": timestamp(now + expires_in) if expires_in else None,
     }
     action = {
         "v": 1,
         "session_id": session_id,
         "id": action_id(execution_id, "opened"),
         "type": "input_request.opened",
-        "ts": rfc3339(now),
+        "ts": timestamp(now),
         "turn_id": turn_id,
         "data": opened,
     }

@@ -30,6 +30,34 @@ def before_call(context: Any, case: Any, kwargs: dict[str, Any]) -> None:
     if isinstance(case.body, dict) and _valid_key(case.body.get("intent_id")):
         case.body["intent_id"] = key
     _usable_schedule(case)
+    _usable_egress(case)
+    _usable_subscription(case)
+
+
+def _usable_subscription(case: Any) -> None:
+    """A subscription's URL and event names are checked by meaning (an absolute http(s)
+    URL; the protocol's action types): schema-valid ones are made ones that hold."""
+    body = case.body
+    if case.method.upper() != "POST" or case.path != "/v1/subscriptions":
+        return
+    if not isinstance(body, dict):
+        return
+    if isinstance(body.get("url"), str):
+        body["url"] = "https://example.org/hooks"
+    if isinstance(body.get("events"), list):
+        body["events"] = ["turn.ended" if isinstance(e, str) else e for e in body["events"]]
+
+
+def _usable_egress(case: Any) -> None:
+    """A deployment's egress entries are checked by meaning too (a name, an address or a
+    network; ports 1-65535): schema-valid ones are made one that means something."""
+    body = case.body
+    if case.method.upper() != "PUT" or not isinstance(body, dict):
+        return
+    if case.path == "/v1/deployments/{name}" and isinstance(body.get("egress"), list):
+        body["egress"] = [
+            "registry.example.org:443" if isinstance(e, str) else e for e in body["egress"]
+        ]
 
 
 def _usable_schedule(case: Any) -> None:

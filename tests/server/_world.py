@@ -7,16 +7,25 @@ import contextlib
 import hashlib
 import itertools
 import tempfile
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from opennua.host import DeploymentSpec, Scope, rfc3339
+from opennua.host import DeploymentSpec, Scope
 from opennua.plugins import scaffold_plugin
-from opennua.protocol import action_id
-from opennua.store import ArtifactRecord, HookRecord, PluginFile, ScheduleRecord, WriteConflict
+from opennua.protocol import action_id, timestamp
+from opennua.store import (
+    ArtifactRecord,
+    HookRecord,
+    NotFound,
+    PluginFile,
+    ScheduleRecord,
+    SubscriptionRecord,
+    WriteConflict,
+)
 
 from ._harness import AUTH, TOKEN, Env, park_for_input
 
@@ -45,9 +54,12 @@ class Objects:
     target_id: str = ""
     #: An agent principal the matrix disables, and one whose token it revokes.
     disposable_agent_id: str = ""
+    #: A member the matrix disables (server admins may), and only that.
+    disposable_user_id: str = ""
     agent_token_id: str = ""
     schedule_id: str = ""
     hook_id: str = ""
+    subscription_id: str = ""
     #: A plugin published in this workspace, and a deployment of the same name on it.
     plugin: str = ""
 
@@ -65,6 +77,7 @@ class Objects:
             "token_id": self.agent_token_id,
             "schedule_id": self.schedule_id,
             "hook_id": self.hook_id,
+            "subscription_id": self.subscription_id,
             "delivery_id": "dlv_matrix",
             "name": self.plugin,
             "version": "0.1.0",
@@ -76,6 +89,8 @@ class Objects:
 class World:
     #: principal label -> bearer token (None: anonymous).
     tokens: dict[str, str | None] = field(default_factory=dict)
+    #: The server admins among them (the first owner).
+    server_admins: set[str] = field(default_factory=lambda: {"owner"})
     #: principal label -> {workspace_id: role}.
     roles: dict[str, dict[str, str]] = field(default_factory=dict)
     kinds: dict[str, str] = field(default_factory=dict)
@@ -92,8 +107,9 @@ async def _ok(response: httpx.Response) -> dict[str, Any]:
 async def add_user(
     c: httpx.AsyncClient, owner: dict[str, str], workspace: str, role: str
 ) -> tuple[str, str]:
-    """`(principal_id, token)` of a new user with `role` in `workspace`."""
-    user = await _ok(await c.post("/v1/users", json={"name": unique("user")}, headers=owner))
+    """`(principal_id, token)` of a new user (the server admin creates people) whom
+    `owner` gives `role` in `workspace`."""
+    user = await _ok(await c.post("/v1/users", json={"name": unique("user")}, headers=AUTH))
     await _ok(
         await c.put(
             f"/v1/workspaces/{workspace}/members/{user['principal_id']}",
@@ -130,7 +146,7 @@ async def _objects(
     # A tool call with its output stored by reference, and an artifact.
     ref = await env.store.blobs.put(b"output of a tool")
     objects.tool_call_id = f"call_{hashlib.sha256(sid.encode()).hexdigest()[:20]}"
-    now = rfc3339(env.clock())
+    now = timestamp(env.clock())
 
     def action(key: str, type_: str, data: dict[str, Any]) -> dict[str, Any]:
         return {
@@ -197,6 +213,7 @@ async def _objects(
         )
     )
     objects.target_id, _ = await add_user(c, owner, workspace, "member")
+    objects.disposable_user_id, _ = await add_user(c, owner, workspace, "viewer")
     disposable = await _ok(
         await c.post(
             f"/v1/workspaces/{workspace}/agent-principals",
@@ -213,6 +230,7 @@ async def _objects(
     objects.plugin = await _plugin(env, Scope(workspace, me["principal_id"]))
     suffix = hashlib.sha256(workspace.encode()).hexdigest()[:20].upper()
     objects.schedule_id, objects.hook_id = f"sch_{suffix}", f"hok_{suffix}"
+    objects.subscription_id = f"sub_{suffix}"
     await ensure_automation(env, objects)
     return objects
 
@@ -223,16 +241,22 @@ async def _plugin(env: Env, scope: Scope) -> str:
     with tempfile.TemporaryDirectory() as tmp:
         plugin = scaffold_plugin(Path(tmp) / name, name)
         files = []
+        registry = env.host.registry
         for f in plugin.files:
-            await env.store.blobs.put((Path(tmp) / name / f.path).read_bytes())
-            files.append(PluginFile(f.path, f.sha256, f.size, f.executable))
-    registry = env.host.registry
+            await registry.files.upload(_stream((Path(tmp) / name / f.path).read_bytes()), scope)
+            files.append(
+                PluginFile(path=f.path, sha256=f.sha256, size=f.size, executable=f.executable)
+            )
     version = (await registry.publish(files, scope=scope)).version.version
     assert version == "0.1.0", version  # the release route's body names it
     await registry.release(name, "stable", version, scope)
     spec = DeploymentSpec(plugin=name, model="scripted:demo")
     await registry.deploy(name, spec, scope)
     return name
+
+
+async def _stream(data: bytes) -> AsyncIterator[bytes]:
+    yield data
 
 
 async def ensure_automation(env: Env, objects: Objects) -> None:
@@ -264,6 +288,19 @@ async def ensure_automation(env: Env, objects: Objects) -> None:
     for create in (env.store.create_schedule(schedule), env.store.create_hook(hook)):
         with contextlib.suppress(WriteConflict):
             await create
+    subscription = SubscriptionRecord(
+        subscription_id=objects.subscription_id,
+        workspace_id=objects.workspace_id,
+        url="https://example.org/hooks",
+        events=("turn.ended",),
+        secret_name=f"subscription.{objects.subscription_id}",
+        created_by="prn_matrix",
+        created_at=env.clock(),
+    )
+    with contextlib.suppress(NotFound):
+        await env.store.get_subscription(objects.subscription_id)
+        return
+    await env.store.create_subscription(subscription)
 
 
 async def build_world(env: Env, c: httpx.AsyncClient) -> World:

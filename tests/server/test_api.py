@@ -375,18 +375,20 @@ async def test_an_answer_whose_commit_outcome_is_lost_is_503_and_its_retransmiss
     """Found by the chaos run (issue 20): the database restarting at the answer's COMMIT
     gave a 500. It is a 503 (retry), and the same key then replays what did commit."""
     from opennua.store import CommitUnknown
+    from opennua.store._inputs import ResolveInput
+    from opennua.store._unit import Unit
 
-    real = env.store.resolve_input
+    real = env.store._commit
     lost: list[str] = []
 
-    async def committed_then_lost(*args: Any, **kwargs: Any) -> Any:
-        result = await real(*args, **kwargs)
-        if not lost:
+    async def committed_then_lost(unit: Unit) -> Any:
+        result = await real(unit)
+        if not lost and any(isinstance(op, ResolveInput) for op in unit.ops):
             lost.append("once")
             raise CommitUnknown("postgresql COMMIT failed: terminating connection")
         return result
 
-    monkeypatch.setattr(env.store, "resolve_input", committed_then_lost)
+    monkeypatch.setattr(env.store, "_commit", committed_then_lost)
     async with env.client(headers=AUTH) as client:
         sid = await _session(client)
         ids = (await _message(client, sid)).json()

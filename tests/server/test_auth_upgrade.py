@@ -29,8 +29,8 @@ async def _session_without_workspace(data: Path) -> str:
     async with await open_store(f"sqlite:///{data}/nua.db", data_dir=data) as store:
         host = SessionHost(store, Hub(store))
         await host.registry.ensure_builtin("scripted:demo")
-        result = await host.create_session(
-            CreateSession(intent_id="int_old", client_id="cli_old", title="old work")
+        result = await host.submit(
+            None, CreateSession(intent_id="int_old", client_id="cli_old", title="old work")
         )
         assert result.type == "accepted"
         return str(result.ids["session_id"])

@@ -38,18 +38,23 @@ Need = Literal[
     "user",
     "admin_somewhere",
     "manage_hidden",
+    "server_admin",
     "signed",
 ]
 Body = dict[str, Any] | Callable[[], dict[str, Any]] | None
 TEXT = {"content": [{"type": "text", "text": "hi"}]}
+#: An AG-UI run with no new message: it follows the session's latest turn, if any.
+AGUI = {"threadId": "thread-matrix", "runId": "run-matrix", "messages": []}
 
 
 @dataclass(frozen=True)
 class Rule:
     """Who may call a route: `read`/`act`/`manage` in the object's workspace; `caller`:
     anyone authenticated; `user`: any user (no agent principal); `admin_somewhere`: an
-    admin or owner of some workspace; `manage_hidden`: an admin of the object's
-    workspace, everybody else gets 404 (another principal's token); `link`: the route's
+    admin or owner of some workspace (or a server admin); `manage_hidden`: an admin of
+    the object's workspace or a server admin, everybody else gets 404 (another
+    principal's token); `server_admin`: a server admin only (people management, in no
+    workspace: 403 for everybody else); `link`: the route's
     credential is the download link in its path, whoever calls (the matrix's is not a
     link: 404 for all). A plugin or deployment `{name}` is an object of the workspace that
     published or saved it, like a session. `signed`: no token opens it, only the hook's
@@ -93,10 +98,12 @@ RULES: dict[tuple[str, str], Rule] = {
     # The link is the credential: a token (or none) never opens a link that is not one.
     ("GET", "/v1/downloads/{link}"): Rule("link", params={"link": "download_link"}),
     ("GET", "/v1/usage"): Rule("read", query=("workspace_id",)),
+    ("GET", "/v1/usage/series"): Rule("read", query=("workspace_id",)),
     ("GET", "/v1/whoami"): Rule("caller"),
     ("GET", "/v1/workspaces"): Rule("caller"),
     ("POST", "/v1/workspaces"): Rule("user", body=lambda: {"name": unique("ws")}),
     ("GET", "/v1/workspaces/{workspace_id}/members"): Rule("read"),
+    ("GET", "/v1/workspaces/{workspace_id}/people"): Rule("read"),
     ("PUT", "/v1/workspaces/{workspace_id}/members/{principal_id}"): Rule(
         "manage", body={"role": "viewer"}
     ),
@@ -110,14 +117,25 @@ RULES: dict[tuple[str, str], Rule] = {
         "manage", params={"principal_id": "disposable_agent_id"}
     ),
     ("GET", "/v1/users"): Rule("admin_somewhere"),
-    ("POST", "/v1/users"): Rule("admin_somewhere", body=lambda: {"name": unique("user")}),
+    # Server-level people management: server admins only (issue 29).
+    ("POST", "/v1/users"): Rule("server_admin", body=lambda: {"name": unique("user")}),
+    ("POST", "/v1/users/{principal_id}/disable"): Rule(
+        "server_admin", params={"principal_id": "disposable_user_id"}
+    ),
+    ("GET", "/v1/principals"): Rule("server_admin"),
+    ("PUT", "/v1/admins/{principal_id}"): Rule("server_admin"),
+    ("DELETE", "/v1/admins/{principal_id}"): Rule("server_admin"),
     ("POST", "/v1/tokens"): Rule("caller", body={}),
     ("GET", "/v1/tokens"): Rule("caller"),
     ("DELETE", "/v1/tokens/{token_id}"): Rule("manage_hidden"),
+    # A workspace's admins see its members' tokens and revoke them for its work.
+    ("GET", "/v1/workspaces/{workspace_id}/tokens"): Rule("manage"),
+    ("DELETE", "/v1/workspaces/{workspace_id}/tokens/{token_id}"): Rule("manage"),
     # Each workspace's own plugin (0.1.0) and a deployment of the same name on it.
     ("GET", "/v1/plugins"): Rule("read", query=("workspace_id",)),
     ("GET", "/v1/plugins/{name}"): Rule("read"),
     ("GET", "/v1/plugins/{name}/versions/{version}"): Rule("read"),
+    ("GET", "/v1/plugins/{name}/versions/{version}/contents"): Rule("read"),
     ("GET", "/v1/deployments"): Rule("read", query=("workspace_id",)),
     ("GET", "/v1/deployments/{name}"): Rule("read"),
     ("POST", "/v1/plugin-files/missing"): Rule(
@@ -151,11 +169,38 @@ RULES: dict[tuple[str, str], Rule] = {
     ("POST", "/v1/schedules/{schedule_id}/resume"): Rule("manage"),
     ("DELETE", "/v1/schedules/{schedule_id}"): Rule("manage", prepare="automation"),
     ("GET", "/v1/hooks"): Rule("read", query=("workspace_id",)),
+    ("GET", "/v1/hooks/{hook_id}/deliveries"): Rule("read", prepare="automation"),
     ("POST", "/v1/hooks"): Rule(
         "manage", body=lambda: {"name": unique("h"), "prompt": "p"}, query=("workspace_id",)
     ),
     ("DELETE", "/v1/hooks/{hook_id}"): Rule("manage", prepare="automation"),
     ("POST", "/v1/hooks/{hook_id}"): Rule("signed", body={}),
+    # Subscriptions send the workspace's actions out of it: managing them is `manage`.
+    ("GET", "/v1/subscriptions"): Rule("read", query=("workspace_id",)),
+    ("POST", "/v1/subscriptions"): Rule(
+        "manage",
+        body={"url": "https://example.org/hooks", "events": ["turn.ended"]},
+        query=("workspace_id",),
+    ),
+    ("GET", "/v1/subscriptions/{subscription_id}"): Rule("read", prepare="automation"),
+    ("GET", "/v1/subscriptions/{subscription_id}/deliveries"): Rule("read", prepare="automation"),
+    # A replay from a seq without its session: 422 once the caller may (nothing is queued).
+    ("POST", "/v1/subscriptions/{subscription_id}/replay"): Rule(
+        "manage", body={"from_seq": 1}, prepare="automation"
+    ),
+    ("DELETE", "/v1/subscriptions/{subscription_id}"): Rule("manage", prepare="automation"),
+    # AG-UI runs act in a session: the deployment's (the thread maps to one in the
+    # workspace the query names) or the one the path names.
+    ("POST", "/v1/agui/{deployment}"): Rule(
+        "act", body=AGUI, query=("workspace_id",), params={"deployment": "plugin"}, stream=True
+    ),
+    ("POST", "/v1/agui/sessions/{session_id}"): Rule("act", body=AGUI, stream=True),
+    # A deployment's A2A card and JSON-RPC binding (docs/protocols.md): reading a task is
+    # `read` (a JSON-RPC error for an unknown one is still "allowed"); sending needs `act`.
+    ("GET", "/v1/a2a/{name}/.well-known/agent-card.json"): Rule("read"),
+    ("POST", "/v1/a2a/{name}"): Rule(
+        "read", body={"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "exe_x"}}
+    ),
 }
 
 CALLERS = (
@@ -184,12 +229,16 @@ def expected(rule: Rule, caller: str, world: World, workspace: str) -> Outcome:
         return "allowed"
     if rule.need == "user":
         return "403" if world.kinds.get(caller) == "agent" else "allowed"
+    server_admin = caller in world.server_admins
+    if rule.need == "server_admin":
+        return "allowed" if server_admin else "403"
     if rule.need == "admin_somewhere":
         admin = any(_RANK[r] >= _RANK["admin"] for r in roles.values())
-        return "allowed" if admin else "403"
+        return "allowed" if admin or server_admin else "403"
     role = roles.get(workspace)
     if rule.need == "manage_hidden":
-        return "allowed" if role is not None and _RANK[role] >= _RANK["admin"] else "404"
+        manages = role is not None and _RANK[role] >= _RANK["admin"]
+        return "allowed" if manages or server_admin else "404"
     if role is None:
         return "404"
     return "allowed" if _RANK[role] >= _RANK[NEEDS[rule.need]] else "403"
@@ -249,7 +298,7 @@ async def _call(
     query = {name: params[name] for name in rule.query}
     body = rule.body() if callable(rule.body) else rule.body
     if rule.stream:
-        async with c.stream(method, url, headers=headers, params=query) as response:
+        async with c.stream(method, url, headers=headers, params=query, json=body) as response:
             if response.headers.get("content-type", "").startswith("application/problem+json"):
                 await response.aread()
             return response

@@ -9,54 +9,9 @@ from typing import Any
 import httpx
 
 from opennua.plugins import MAX_FILE_BYTES
+from tests._support.plugins import OCTETS, listing, plugin_files, problem, publish, upload
 
 from ._harness import AUTH, Env, park_for_input
-
-PROBLEM = "application/problem+json"
-
-
-def plugin_files(version: str, *, name: str = "helper") -> dict[str, bytes]:
-    manifest = {"name": name, "version": version, "description": "helps"}
-    return {
-        ".claude-plugin/plugin.json": json.dumps(manifest).encode(),
-        "AGENTS.md": b"Be helpful.\n",
-        ".mcp.json": json.dumps({"mcpServers": {"notes": {"command": "python3"}}}).encode(),
-    }
-
-
-OCTETS = {"Content-Type": "application/octet-stream"}
-
-
-def listing(files: dict[str, bytes]) -> dict[str, dict[str, Any]]:
-    return {
-        path: {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
-        for path, data in files.items()
-    }
-
-
-async def upload(client: httpx.AsyncClient, files: dict[str, bytes]) -> list[str]:
-    """Upload what the server lacks; return the sha256s that were uploaded."""
-    by_sha = {hashlib.sha256(d).hexdigest(): d for d in files.values()}
-    r = await client.post("/v1/plugin-files/missing", json={"sha256": sorted(by_sha)})
-    assert r.status_code == 200, r.text
-    for sha in r.json()["missing"]:
-        put = await client.post("/v1/plugin-files", content=by_sha[sha], headers=OCTETS)
-        assert put.status_code == 201 and put.json()["sha256"] == sha, put.text
-    missing: list[str] = r.json()["missing"]
-    return missing
-
-
-async def publish(client: httpx.AsyncClient, files: dict[str, bytes]) -> httpx.Response:
-    await upload(client, files)
-    return await client.post("/v1/plugins", json={"files": listing(files)})
-
-
-def problem(r: httpx.Response, status: int, code: str) -> dict[str, Any]:
-    assert r.status_code == status, r.text
-    assert r.headers["content-type"] == PROBLEM
-    body: dict[str, Any] = r.json()
-    assert body["code"] == code
-    return body
 
 
 async def test_publish_is_content_addressed_idempotent_and_immutable(env: Env) -> None:
@@ -119,6 +74,76 @@ async def test_a_bad_plugin_is_refused_naming_the_file_and_nothing_is_published(
         problem(as_json, 415, "unsupported_media_type")
 
 
+async def test_a_refusal_lists_every_problem_and_a_publish_its_warnings(env: Env) -> None:
+    async with env.client(headers=AUTH) as c:
+        files = plugin_files("1.0.0") | {
+            ".mcp.json": b'{"cal": {"type": "websocket", "url": "wss://x"},\n "n": {"command": 3}}',
+            "agents/a.md": b"no front matter\n",
+            "output-styles/terse.md": b"Answer in one sentence.\n",
+        }
+        body = problem(await publish(c, files), 422, "invalid_plugin")
+        assert (body["file"], body["line"]) == ("agents/a.md", 1)  # the first error
+        assert [(p["severity"], p["file"], p["line"]) for p in body["problems"]] == [
+            ("error", "agents/a.md", 1),
+            ("error", ".mcp.json", 1),
+            ("error", ".mcp.json", 2),
+            ("ignored", "output-styles/", None),
+        ]
+        assert "type 'websocket' is not one of" in body["problems"][1]["message"]
+        # Valid with warnings: published, and the warnings and servers come back.
+        files = plugin_files("1.0.0") | {
+            ".mcp.json": b'{"google calendar": {"type": "http", "url": ""}}',
+        }
+        r = await publish(c, files)
+        assert r.status_code == 201, r.text
+        doc = r.json()
+        assert doc["servers"] == [
+            {"name": "google calendar", "prefix": "google_calendar", "transport": "http",
+             "configured": False}
+        ]  # fmt: skip
+        (warning,) = doc["problems"]
+        assert warning["severity"] == "warning" and "has no URL" in warning["message"]
+        shown = (await c.get("/v1/plugins/helper/versions/1.0.0")).json()
+        assert (shown["problems"], shown["servers"]) == (doc["problems"], doc["servers"])
+
+
+async def test_a_plugin_without_version_or_manifest_publishes(env: Env) -> None:
+    async with env.client(headers=AUTH) as c:
+        manifest = {"name": "helper", "description": "helps"}
+        files = plugin_files("1.0.0") | {
+            ".claude-plugin/plugin.json": json.dumps(manifest).encode()
+        }
+        r = await publish(c, files)
+        assert r.status_code == 201, r.text
+        derived = r.json()
+        assert derived["version"] == "0.0.0+" + derived["digest"].removeprefix("sha256:")[:12]
+        # The same bytes again: the same version (idempotent); a version given names it.
+        assert (await publish(c, files)).json()["version"] == derived["version"]
+        body = {"files": listing(files), "version": "1.0.0"}
+        named = await c.post("/v1/plugins", json=body)
+        assert named.status_code == 201 and named.json()["version"] == "1.0.0"
+        assert named.json()["digest"] == derived["digest"]  # the digest stays the identity
+        # Deployable like any version: the registry reads it back under that version.
+        spec = {"plugin": "helper", "version": "1.0.0", "model": "scripted:demo"}
+        assert (await c.put("/v1/deployments/helper", json=spec)).status_code == 200
+        # A version the manifest contradicts is refused.
+        stated = plugin_files("2.0.0")
+        await upload(c, stated)
+        clash = await c.post("/v1/plugins", json={"files": listing(stated), "version": "3.0.0"})
+        assert "version given is 3.0.0" in problem(clash, 422, "invalid_plugin")["detail"]
+        # No manifest at all: the publisher names it (nua plugin publish sends the
+        # directory's name); without a name it is refused, saying so.
+        bare = {"skills/hi/SKILL.md": b"---\nname: hi\ndescription: Say hi.\n---\nHi.\n"}
+        await upload(c, bare)
+        nameless = await c.post("/v1/plugins", json={"files": listing(bare)})
+        assert "give the plugin's name" in problem(nameless, 422, "invalid_plugin")["detail"]
+        r = await c.post("/v1/plugins", json={"files": listing(bare), "name": "greeter"})
+        assert r.status_code == 201, r.text
+        assert r.json()["name"] == "greeter" and r.json()["version"].startswith("0.0.0+")
+        (warning,) = r.json()["problems"]
+        assert "after its directory" in warning["message"]
+
+
 async def test_release_rollback_and_their_history(env: Env) -> None:
     async with env.client(headers=AUTH) as c:
         for v in ("1.0.0", "2.0.0"):
@@ -148,7 +173,7 @@ async def test_a_deployment_is_validated_when_saved_and_has_its_own_digest(env: 
         spec = {
             "plugin": "helper",
             "channel": "stable",
-            "model": "test:model",
+            "model": "openai:gpt-4o",
             "tools": {"notes": {"url": "https://notes.example/mcp"}},
             "credentials": [{"server": "notes", "secret": "notes-token"}],
             "limits": {"max_steps": 10, "max_cost_usd": 0.5, "deadline_seconds": 600},
@@ -170,7 +195,9 @@ async def test_a_deployment_is_validated_when_saved_and_has_its_own_digest(env: 
         assert (await c.put("/v1/deployments/support", json=spec)).json()["digest"] == first[
             "digest"
         ]
-        changed = await c.put("/v1/deployments/support", json={**spec, "model": "test:other"})
+        changed = await c.put(
+            "/v1/deployments/support", json={**spec, "model": "openai:gpt-4o-mini"}
+        )
         assert changed.json()["digest"] != first["digest"]
         assert (await c.get("/v1/deployments/support")).json() == changed.json()
         names = [d["name"] for d in (await c.get("/v1/deployments")).json()["items"]]
@@ -181,6 +208,14 @@ async def test_a_deployment_is_validated_when_saved_and_has_its_own_digest(env: 
             ({**spec, "channel": "beta"}, 409, "deployment_unresolvable", "helper:beta"),
             ({**spec, "version": "1.0.0"}, 422, "invalid_deployment", "not both"),
             ({**spec, "tools": {"mail": {}}}, 422, "invalid_deployment", "mail"),
+            # A cost cap on a model nobody knows the price of failed the turn after its
+            # first response; it is refused here, saying why (issue 35).
+            (
+                {**spec, "model": "openai:my-local-llama"},
+                422,
+                "invalid_deployment",
+                "no price is known for openai:my-local-llama",
+            ),
             (
                 {**spec, "credentials": [{"server": "mail", "secret": "notes-token"}]},
                 422,
@@ -191,6 +226,9 @@ async def test_a_deployment_is_validated_when_saved_and_has_its_own_digest(env: 
         for body, status, code, needle in refusals:
             got = problem(await c.put("/v1/deployments/other", json=body), status, code)
             assert needle in got["detail"], got
+        # Without a cost cap, the same model is fine.
+        uncapped = {**spec, "model": "openai:my-local-llama", "limits": {"max_steps": 10}}
+        assert (await c.put("/v1/deployments/local", json=uncapped)).status_code == 200
         bad_limits = {**spec, "limits": {"max_steps": 0}}
         problem(await c.put("/v1/deployments/other", json=bad_limits), 422, "validation_error")
         secret = {**spec, "credentials": [{"server": "notes", "secret": "sk-live sk"}]}
@@ -389,3 +427,58 @@ async def test_a_deployment_may_run_a_persons_turns_as_its_own_principal(env: En
         assert (await owner.post(f"/v1/agent-principals/{bot}/disable")).status_code == 200
     env.authority.forget()
     assert await env.authority.grant_problem(execution["execution_id"]) == "principal_disabled"
+
+
+async def test_a_turn_runs_only_as_a_principal_who_may_read_the_sessions_plugin(env: Env) -> None:
+    """One rule for every trigger (issue 29): whom a turn runs as must be able to read the
+    session's plugin version, judged when the turn's grant is made. A person's turn on a
+    deployment that runs as its agent principal may not run the person's private plugin
+    that principal cannot see; nor may another member's turn."""
+    async with env.client(headers=AUTH) as owner:
+        me = (await owner.get("/v1/whoami")).json()
+        a = me["workspaces"][0]["workspace_id"]
+        bot = (
+            await owner.post(f"/v1/workspaces/{a}/agent-principals", json={"name": "runner"})
+        ).json()["principal_id"]
+        alice = (await owner.post("/v1/users", json={"name": "alice"})).json()
+        await owner.put(
+            f"/v1/workspaces/{a}/members/{alice['principal_id']}", json={"role": "member"}
+        )
+        private = plugin_files("1.0.0", name="my-private")
+        await upload(owner, private)
+        made = await owner.post(
+            "/v1/plugins", json={"files": listing(private), "visibility": "private"}
+        )
+        assert made.status_code == 201, made.text
+        released = await owner.post(
+            "/v1/plugins/my-private/channels/stable/release", json={"version": "1.0.0"}
+        )
+        assert released.status_code == 200, released.text
+        as_bot = {
+            "plugin": "my-private", "model": "scripted:demo", "principal_id": bot,
+            "run_as": "principal",
+        }  # fmt: skip
+        assert (await owner.put("/v1/deployments/private-as-bot", json=as_bot)).status_code == 200
+        as_me = {"plugin": "my-private", "model": "scripted:demo"}
+        assert (await owner.put("/v1/deployments/private-as-me", json=as_me)).status_code == 200
+
+        # The owner sees the plugin, so the session binds it; the bot may not run it.
+        sid = (await owner.post("/v1/sessions", json={"deployment": "private-as-bot"})).json()[
+            "session_id"
+        ]
+        refused = await owner.post(f"/v1/sessions/{sid}/messages", json={"content": "hi"})
+        assert "may not read" in problem(refused, 409, "plugin_not_visible")["detail"]
+        assert await env.store.list_executions(sid) == []
+
+        # Run as the caller: the owner's own turn runs; alice's in the same session not.
+        mine = (await owner.post("/v1/sessions", json={"deployment": "private-as-me"})).json()[
+            "session_id"
+        ]
+        ran = await owner.post(f"/v1/sessions/{mine}/messages", json={"content": "hi"})
+        assert ran.status_code == 202, ran.text
+        await owner.post(f"/v1/sessions/{mine}/cancel", json={})
+    async with env.client(headers={"Authorization": f"Bearer {alice['token']}"}) as client:
+        theirs = await client.post(
+            f"/v1/sessions/{mine}/messages", json={"content": "hi", "if_busy": "enqueue"}
+        )
+        problem(theirs, 409, "plugin_not_visible")

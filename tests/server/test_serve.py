@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
+import signal
 import stat
 import subprocess
+import sys
+import threading
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -67,3 +73,68 @@ def test_the_url_file_reaches_wildcard_binds_on_loopback() -> None:
     assert _reach("0.0.0.0") == _reach("::") == "127.0.0.1"
     assert _reach("10.0.0.5") == "10.0.0.5"
     assert _reach("::1") == "[::1]"
+
+
+def test_a_relative_data_directory_is_made_absolute_at_startup(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from opennua.server import ServeConfig
+
+    monkeypatch.chdir(tmp_path)
+    config = ServeConfig(data_dir=Path("data"))
+    assert config.data_dir == tmp_path / "data"
+    assert config.db_url == f"sqlite:///{tmp_path}/data/nua.db"
+
+
+def test_what_nua_serve_imports_before_http_answers_is_the_host_side_only() -> None:
+    # `nua serve` took 6-10 s to be ready after a kill -9 (issue 35): it imported the
+    # whole agent runtime first. These load after HTTP answers, or when first used.
+    late = ("pydantic_ai", "mcp", "psycopg", "aiohttp", "genai_prices", "nio")
+    late += ("opennua.runtime._loop", "opennua.supervisor._supervisor")
+    code = (
+        "import sys, opennua.cli._app, opennua.server; "
+        f"print(' '.join(m for m in {late!r} if m in sys.modules))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.strip() == ""
+
+
+async def test_http_answers_while_the_supervisor_is_still_loading(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ready means the store opened and HTTP listens; the Supervisor (and the recovery it
+    does) comes after, behind a server that already answers."""
+    from opennua.server import ServeConfig, _serve
+
+    gate = threading.Event()
+    load = _serve._load_executing
+
+    def held(model: str) -> Any:
+        assert gate.wait(30)
+        return load(model)
+
+    monkeypatch.setattr(_serve, "_load_executing", held)
+    port = free_port()
+    config = ServeConfig(data_dir=tmp_path / "data", port=port, sandbox="none")
+    serving = asyncio.create_task(_serve.serve(config))
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
+            for _ in range(600):
+                with contextlib.suppress(httpx.HTTPError):
+                    if (await client.get("/readyz")).status_code == 200:
+                        break
+                assert not serving.done(), serving
+                await asyncio.sleep(0.05)
+            else:
+                raise AssertionError("never ready")
+            assert not gate.is_set()  # ready, and the Supervisor not even loaded yet
+            token = (tmp_path / "data" / "token").read_text().strip()
+            auth = {"Authorization": f"Bearer {token}"}
+            created = await client.post("/v1/sessions", json={"title": "t"}, headers=auth)
+            assert created.status_code == 201, created.text
+    finally:
+        gate.set()
+        os.kill(os.getpid(), signal.SIGTERM)  # serve() stops on it, as `nua serve` does
+        await asyncio.wait_for(serving, 30)

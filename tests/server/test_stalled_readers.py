@@ -14,6 +14,8 @@ from typing import Any
 import httpx
 import pytest
 
+from tests._support.polling import until
+
 from ._harness import AUTH, TOKEN, Env, environment, serving
 
 SEND_TIMEOUT = 1.0
@@ -62,22 +64,13 @@ def _big(sid: str, n: int) -> dict[str, Any]:
     }
 
 
-async def _until(predicate: Any, timeout: float) -> float:
-    loop = asyncio.get_running_loop()
-    started = loop.time()
-    while not predicate():
-        assert loop.time() - started < timeout, "condition not reached in time"
-        await asyncio.sleep(0.05)
-    return loop.time() - started
-
-
 async def test_sse_readers_that_never_read_are_dropped_within_the_timeout(env: Env) -> None:
     async with serving(env.app) as base:
         async with httpx.AsyncClient(base_url=f"http://{base}", headers=AUTH) as client:
             sid = (await client.post("/v1/sessions", json={})).json()["session_id"]
             sockets = [_stalled_reader(base, sid) for _ in range(20)]
             try:
-                await _until(lambda: env.hub.open_streams == 20, 10)
+                await until(lambda: env.hub.open_streams == 20, 10)
                 # A reader that does read, to show delivery goes on for everyone else.
                 async with client.stream("GET", f"/v1/sessions/{sid}/events?after=1") as live:
                     lines = live.aiter_lines()
@@ -96,7 +89,9 @@ async def test_sse_readers_that_never_read_are_dropped_within_the_timeout(env: E
                     # Every stalled reader is dropped within the send timeout (plus the
                     # time its first writes took to fill the socket buffers), and what
                     # was queued for it is released.
-                    waited = await _until(lambda: env.hub.open_streams == 1, 4 * SEND_TIMEOUT)
+                    started = asyncio.get_running_loop().time()
+                    await until(lambda: env.hub.open_streams == 1, 4 * SEND_TIMEOUT)
+                    waited = asyncio.get_running_loop().time() - started
                     assert waited <= 4 * SEND_TIMEOUT
                     assert env.hub.queued_bytes == 0
                     assert env.hub.subscriber_count == 1
@@ -114,4 +109,4 @@ async def test_sse_readers_that_never_read_are_dropped_within_the_timeout(env: E
             finally:
                 for sock in sockets:
                     sock.close()
-        await _until(lambda: env.hub.open_streams == 0, 5)
+        await until(lambda: env.hub.open_streams == 0, 5)

@@ -14,6 +14,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.typing import Origin
 
 from opennua.protocol import action_from_dict, replay, state_to_json
+from tests._support.polling import until
 
 from ._harness import AUTH, TOKEN, Env, environment, serving
 
@@ -217,24 +218,17 @@ async def test_websocket_cookie_needs_own_origin(env: Env) -> None:
             assert frame["result"]["type"] == "accepted"
 
 
-async def _until(predicate: Any, timeout: float = 5.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not predicate():
-        assert asyncio.get_running_loop().time() < deadline, "condition not reached"
-        await asyncio.sleep(0.02)
-
-
 async def test_disconnects_release_subscribers_and_snapshots_keep_up(env: Env) -> None:
     async with serving(env.app) as base, _client(base) as client:
         sid = await _setup(client)
         async with client.stream("GET", f"/v1/sessions/{sid}/events?after=0") as response:
             await asyncio.wait_for(_sse_events(response, 1), 10)
             assert env.hub.subscriber_count == 1
-        await _until(lambda: env.hub.subscriber_count == 0)
+        await until(lambda: env.hub.subscriber_count == 0)
         async with connect(f"ws://{base}/v1/sessions/{sid}/ws", additional_headers=AUTH) as ws:
             await asyncio.wait_for(ws.recv(), 10)
             assert env.hub.subscriber_count == 1
-        await _until(lambda: env.hub.subscriber_count == 0)
+        await until(lambda: env.hub.subscriber_count == 0)
         # A turn ends (as a supervisor would record it): the Host stores a snapshot by
         # itself, without any client asking for one.
         turn_id = (await env.host.history(sid, after=1, limit=1))[0]["turn_id"]

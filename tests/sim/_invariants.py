@@ -14,6 +14,7 @@ from opennua.protocol import (
     replay,
     state_to_json,
 )
+from opennua.protocol.state import SessionState, Turn, Worker
 from opennua.store import Execution
 
 from ._world import World
@@ -39,11 +40,54 @@ async def check(world: World) -> list[str]:
         ]
         problems += await _executions(world, session_id, log)
         problems += await _requests(world, session_id, log)
-        final = state_to_json(replay(action_from_dict(a) for a in log))
+        folded = replay(action_from_dict(a) for a in log)
+        problems += [f"{session_id}: {problem}" for problem in _settled(folded)]
+        final = state_to_json(folded)
         for name, (watched, _, state) in world.watchers.items():
             if watched == session_id and state_to_json(state) != final:
                 problems.append(f"{name} did not converge on the replay of {session_id}'s log")
     problems += _intents(world, logs)
+    return problems
+
+
+def _settled(state: SessionState) -> list[str]:
+    """An ended turn has nothing open: no call pending or running, no sub-agent running,
+    no plan entry in progress, no stream streaming, no request waiting (issue 35), and the
+    log never tried to reopen one (the reducer records that as an anomaly)."""
+    problems = [f"anomaly at seq {a['seq']}: {a['reason']}" for a in state["anomalies"]]
+    for turn in state["turns"]:
+        if turn["state"] != "ended":
+            continue
+        runs: list[Turn | Worker] = [turn, *turn["workers"].values()]
+        still = [
+            *(
+                f"call {c['tool_call_id']} {c['status']}"
+                for c in turn["tool_calls"].values()
+                if c["status"] in ("pending", "in_progress")
+            ),
+            *(
+                f"worker {w['worker_run_id']} running"
+                for w in turn["workers"].values()
+                if w["status"] == "running"
+            ),
+            *(
+                f"plan entry {e['id']} in progress"
+                for r in runs
+                for e in r["plan"]
+                if e["status"] == "in_progress"
+            ),
+            *(
+                f"message {m['message_id']} streaming"
+                for m in [*turn["messages"].values(), *turn["reasoning"].values()]
+                if m["status"] == "streaming"
+            ),
+            *(
+                f"request {r['request_id']} open"
+                for r in turn["input_requests"].values()
+                if r["status"] == "open"
+            ),
+        ]
+        problems += [f"turn {turn['turn_id']} ended with {item}" for item in still]
     return problems
 
 

@@ -16,6 +16,7 @@ from unittest import mock
 
 from opennua.runtime import AgentDefinition
 from opennua.supervisor import _attempt
+from opennua.supervisor._snapshot import Bound
 
 from . import _loop
 from ._invariants import check
@@ -95,15 +96,13 @@ def fingerprint(seed: int, data_dir: Path) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-async def _the_worlds_agent(
-    store: Any, base: AgentDefinition, *args: Any, **kwargs: Any
-) -> tuple[AgentDefinition, None]:
+async def _the_worlds_agent(store: Any, base: AgentDefinition, *args: Any, **kwargs: Any) -> Bound:
     """The sim's one substitution: its supervisors run the world's agent (its `charge`
     tool is the side effect the invariants count) where a real one would build the
     session's plugin; sessions still resolve the built-in deployment through the Host.
     Without it every `charge` failed as an unknown tool: no approval was ever asked, so
     no answer raced and no deadline expired while a turn waited."""
-    return base, None
+    return Bound(base)
 
 
 def _loop_time() -> float:

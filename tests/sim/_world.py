@@ -55,7 +55,7 @@ from opennua.protocol import (
 )
 from opennua.protocol.actions import TextPart
 from opennua.protocol.ids import IdKind
-from opennua.runtime import AgentDefinition, ToolContext, default_agent, tool
+from opennua.runtime import AgentDefinition, Sandbox, ToolContext, default_agent, tool
 from opennua.runtime.testing import ScriptCall, ScriptedModel, ScriptStep
 from opennua.store import (
     GrantRecord,
@@ -67,7 +67,7 @@ from opennua.store import (
     WorkspaceRecord,
     open_store,
 )
-from opennua.store._exec_ops import Claim
+from opennua.store._executions import Claim
 from opennua.store._memory import MemoryStore
 from opennua.store._sql import Program
 from opennua.store._unit import Unit
@@ -341,7 +341,7 @@ class World:
             clock=self.now,
             monotonic=asyncio.get_running_loop().time,
             model=self.model,
-            sandbox="none",
+            sandbox=Sandbox("none"),
             grant_check=Authority(conn, clock=self.now).renew_grant,
         )
         process.spawn(supervisor.run())
@@ -453,11 +453,8 @@ class World:
             expires_at=self.now() + GRANT_TTL,
         )
         actor = Actor(OWNER, WORKSPACE, grant)
-        if isinstance(intent, CreateSession):
-            return await host.create_session(intent, actor=actor)
-        if isinstance(intent, SendMessage):
-            return await host.send_message(session_id, intent, actor=actor)
-        return await host.answer_input(session_id, intent, actor=actor)
+        target = None if isinstance(intent, CreateSession) else session_id
+        return await host.submit(target, intent, actor=actor)
 
     async def driver(self, n: int) -> None:
         create = CreateSession(intent_id=f"int_create_{n}", client_id=f"cli_d{n}", title="sim")

@@ -12,7 +12,7 @@ import logging
 import sys
 from pathlib import Path
 
-from opennua.runtime import default_agent
+from opennua.runtime import Sandbox, default_agent
 from opennua.runtime.testing import ScriptedModel, ScriptStep, call, say
 from opennua.store import open_store
 from opennua.supervisor import Supervisor
@@ -35,7 +35,7 @@ async def main(url: str, data_dir: str, supervisor_id: str) -> None:
             ttl=2,
             poll_interval=0.1,
             model=ScriptedModel(SCRIPT),
-            sandbox="none",
+            sandbox=Sandbox("none"),
         )
         print("ready", flush=True)
         await supervisor.run()

@@ -23,9 +23,16 @@ from opennua.runtime import default_agent
 from opennua.runtime._scripted import first_prompt
 from opennua.runtime.testing import ScriptedModel, ScriptStep, call, say
 from opennua.store import NotFound, Store, open_store
-from opennua.supervisor import Supervisor
-from tests.supervisor.test_supervisor import SID, _accept, _state, _wait
-from tests.supervisor.test_workspace import EID, EID2, _second_turn
+from tests._support.polling import until
+from tests._support.supervisor import (
+    EID,
+    EID2,
+    SID,
+    accept,
+    make_supervisor,
+    second_turn,
+    session_state,
+)
 
 REPORT = "# Q3\n\nAll good.\n"
 
@@ -60,33 +67,27 @@ async def test_a_failed_upload_leaves_the_turn_completed_and_a_retry_publishes(
 ) -> None:
     store = await open_store(f"sqlite:///{tmp_path}/nua.db", data_dir=tmp_path)
     async with store:
-        await _accept(store, time.time())
-        supervisor = Supervisor(
-            store,
-            default_agent("scripted:test"),
-            supervisor_id="sup_a",
-            data_dir=tmp_path,
-            ttl=5,
-            poll_interval=0.05,
-            model=ScriptedModel(_script),
+        await accept(store, time.time())
+        supervisor = make_supervisor(
+            store, tmp_path, default_agent("scripted:test"), model=ScriptedModel(_script)
         )
         runner = asyncio.create_task(supervisor.run())
         blobs_tmp = tmp_path / "blobs" / "tmp"
         try:
-            await _wait(_completed(store, EID))
+            await until(_completed(store, EID))
             # The blob directory stops taking writes (reads still work): as root, a mode
             # would not stop us, so its upload folder becomes a file.
             shutil.rmtree(blobs_tmp)
             blobs_tmp.write_text("not a directory")
-            await _second_turn(store, time.time())
+            await second_turn(store, time.time())
             supervisor.nudge()
-            await _wait(_completed(store, EID2))
+            await until(_completed(store, EID2))
         finally:
             await supervisor.shutdown()
             runner.cancel()
             await asyncio.gather(runner, return_exceptions=True)
 
-        state = await _state(store)
+        state = await session_state(store)
         turn = state["turns"][1]
         assert turn["stop_reason"] == "end_turn"
         (artifact,) = state["artifacts"].values()
@@ -121,7 +122,7 @@ async def test_a_failed_upload_leaves_the_turn_completed_and_a_retry_publishes(
             if a["type"] == "artifact.updated"
         ]
         assert updates == ["pending", "failed", "pending", "published"]
-        final = await _state(store)
+        final = await session_state(store)
         assert final["turns"][1]["stop_reason"] == "end_turn"
         assert final["artifacts"][artifact["artifact_id"]]["state"] == "published"
         assert "· upload failed" not in _shown(final)

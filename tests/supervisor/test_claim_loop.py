@@ -9,12 +9,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from opennua.runtime import AgentDefinition
+from opennua.runtime import AgentDefinition, Sandbox
 from opennua.runtime.testing import ScriptedModel, say
 from opennua.store import open_store
-from opennua.store._exec_ops import Claim
-from opennua.store._records import TERMINAL_STATUSES
-from opennua.supervisor import Supervisor
+from opennua.store._executions import TERMINAL_STATUSES, Claim
+from tests._support.supervisor import make_supervisor
 from tests.store.conftest import execution
 
 
@@ -36,15 +35,13 @@ async def test_a_claim_whose_outcome_is_unknown_does_not_end_the_claim_loop(
         await store.create_session("ses_a", created_at=now)
         await store.create_execution(execution("exe_1", "ses_a", now, deadline_at=now + 60))
         agent = AgentDefinition(name="t", instructions="", model="scripted:t", tools=())
-        supervisor = Supervisor(
+        supervisor = make_supervisor(
             store,
+            tmp_path,
             agent,
-            supervisor_id="sup_a",
-            data_dir=tmp_path,
             ttl=0.3,
-            poll_interval=0.05,
             model=ScriptedModel([say("done")]),
-            sandbox="none",
+            sandbox=Sandbox("none"),
         )
         runner = asyncio.create_task(supervisor.run())
         try:
@@ -84,15 +81,13 @@ async def test_an_attempt_that_loses_the_store_stops_and_a_later_one_finishes(
         queued = execution("exe_1", "ses_a", now, deadline_at=now + 60)
         await store.create_execution(dataclasses.replace(queued, snapshot_digest=None))
         agent = AgentDefinition(name="t", instructions="", model="scripted:t", tools=())
-        supervisor = Supervisor(
+        supervisor = make_supervisor(
             store,
+            tmp_path,
             agent,
-            supervisor_id="sup_a",
-            data_dir=tmp_path,
             ttl=0.3,
-            poll_interval=0.05,
             model=ScriptedModel([say("done")]),
-            sandbox="none",
+            sandbox=Sandbox("none"),
         )
         runner = asyncio.create_task(supervisor.run())
         try:

@@ -106,9 +106,13 @@ async def test_an_ended_sessions_workspace_is_collected_and_nothing_live_is(
         await w.session("ses_old", ended_at=NOW - 10 * DAY)
         await w.session("ses_recent", ended_at=NOW - 1 * DAY)
         await w.session("ses_running", ended_at=None)
+        uploaded = b"also a plugin file some workspace uploaded"
         old = await w.commit(
-            "ses_old", {"only-old.txt": b"only in the old one", "shared.txt": b"s"}
+            "ses_old",
+            {"only-old.txt": b"only in the old one", "shared.txt": b"s", "up.txt": uploaded},
         )
+        held = (await store.blobs.put(uploaded)).sha256
+        await store.hold_blob("wsp_uploader", held, len(uploaded), NOW)
         old2 = await w.commit("ses_old", {"later.txt": b"a later commit of the old one"})
         recent = await w.commit("ses_recent", {"r.txt": b"recent"})
         running = await w.commit("ses_running", {"shared.txt": b"s", "run.txt": b"running"})
@@ -142,7 +146,8 @@ async def test_an_ended_sessions_workspace_is_collected_and_nothing_live_is(
         )  # fmt: skip
         gone = {old, old2} | (await w.files_of(old) | await w.files_of(old2))
         gone -= await w.files_of(running)  # shared.txt is the running session's too
-        kept = {recent, running, report.sha256, output.sha256}
+        gone.discard(held)  # a workspace holds it: it may name it in a publish
+        kept = {recent, running, report.sha256, output.sha256, held}
         kept |= await w.files_of(recent) | await w.files_of(running)
 
         collector = Collector(
@@ -241,23 +246,104 @@ async def test_concurrent_writers_never_lose_a_blob_they_commit(
                 assert await store.blobs.exists(sha), (manifest, sha)
 
 
+async def test_a_new_turn_in_a_session_being_collected_waits_for_its_workspace(
+    store_url: str, tmp_path: Path
+) -> None:
+    """The interleaving of issue 35: a collection deleted the session's blobs and waited
+    out its grace; a new turn claimed inside that window and its restore found them
+    missing. Now the claim waits while the collection holds the session, and the
+    collector, seeing the turn, puts the blobs back and lets go one poll later."""
+    async with await open_store(store_url, data_dir=tmp_path) as store:
+        w = World(store, tmp_path)
+        await w.session("ses_old", ended_at=NOW - 10 * DAY)
+        manifest = await w.commit("ses_old", {"notes.txt": b"the notes", "b.txt": b"bee"})
+        claims: list[Any] = []
+
+        async def inside_the_grace(seconds: float) -> None:
+            if not claims:  # a person writes in the old session; a supervisor claims
+                turn = Execution(
+                    execution_id="exe_new",
+                    session_id="ses_old",
+                    turn_id="trn_new",
+                    status="queued",
+                    created_at=NOW,
+                )
+                await store.create_execution(turn)
+            claims.append(await store.claim("sup_b", NOW, 30))
+
+        collector = Collector(
+            store,
+            retention=7 * DAY,
+            grace=60,
+            poll=1,
+            clock=lambda: NOW,
+            sleep=inside_the_grace,
+            collector_id="sup_a",
+        )
+        result = await collector.collect()
+        assert claims[0] is None  # the blobs were gone: the claim waited
+        assert claims[1] is not None and claims[1].execution.execution_id == "exe_new"
+        assert all(c is None for c in claims[2:])
+        everything = {manifest} | await w.files_of(manifest)
+        assert result.restored == everything and not result.deleted
+        # The new attempt's restore (on a machine without a copy) finds every file.
+        elsewhere = Workspace(tmp_path / "elsewhere", tmp_path / "e.json", store.blobs)
+        (tmp_path / "elsewhere").mkdir()
+        _, lost, written = await elsewhere.restore(manifest)
+        assert written == 2 and not lost
+        assert (tmp_path / "elsewhere" / "notes.txt").read_bytes() == b"the notes"
+
+
+async def test_a_turn_accepted_before_the_fence_keeps_its_session_from_collection(
+    store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with await open_store(store_url, data_dir=tmp_path) as store:
+        w = World(store, tmp_path)
+        await w.session("ses_old", ended_at=NOW - 10 * DAY)
+        manifest = await w.commit("ses_old", {"notes.txt": b"the notes"})
+        fence = store.fence_collection
+
+        async def a_turn_first(sid: str, *args: Any) -> bool:
+            # Judged ended, then a turn arrives before the collector takes the lease.
+            turn = Execution(
+                execution_id="exe_new",
+                session_id=sid,
+                turn_id="trn_new",
+                status="queued",
+                created_at=NOW,
+            )
+            await store.create_execution(turn)
+            return await fence(sid, *args)
+
+        monkeypatch.setattr(store, "fence_collection", a_turn_first)
+        collector = Collector(store, retention=7 * DAY, clock=lambda: NOW, sleep=_no_wait)
+        result = await collector.collect()
+        assert result.ended_sessions == ("ses_old",) and not result.deleted
+        for sha in {manifest} | await w.files_of(manifest):
+            assert await store.blobs.exists(sha)
+        claimed = await store.claim("sup_b", NOW, 30)
+        assert claimed is not None and claimed.execution.execution_id == "exe_new"
+
+
 async def test_a_turn_in_a_retired_session_starts_empty_and_says_so(tmp_path: Path) -> None:
     from opennua.runtime import default_agent
     from opennua.runtime.testing import ScriptedModel
-    from opennua.supervisor import Supervisor
-    from tests.supervisor.test_supervisor import SID, _accept, _state, _wait
-    from tests.supervisor.test_workspace import EID, EID2, _script, _second_turn
+    from tests._support.polling import until
+    from tests._support.supervisor import (
+        EID,
+        EID2,
+        SID,
+        accept,
+        make_supervisor,
+        second_turn,
+        session_state,
+        two_turn_script,
+    )
 
     async with await open_store(f"sqlite:///{tmp_path}/nua.db", data_dir=tmp_path) as store:
-        await _accept(store, time.time())
-        supervisor = Supervisor(
-            store,
-            default_agent("scripted:test"),
-            supervisor_id="sup_a",
-            data_dir=tmp_path,
-            ttl=5,
-            poll_interval=0.05,
-            model=ScriptedModel(_script),
+        await accept(store, time.time())
+        supervisor = make_supervisor(
+            store, tmp_path, default_agent("scripted:test"), model=ScriptedModel(two_turn_script)
         )
         runner = asyncio.create_task(supervisor.run())
 
@@ -268,7 +354,7 @@ async def test_a_turn_in_a_retired_session_starts_empty_and_says_so(tmp_path: Pa
             return check
 
         try:
-            await _wait(completed(EID))
+            await until(completed(EID))
             later = time.time() + 8 * DAY
             collector = Collector(
                 store, retention=7 * DAY, grace=0, clock=lambda: later, data_dir=tmp_path
@@ -276,14 +362,14 @@ async def test_a_turn_in_a_retired_session_starts_empty_and_says_so(tmp_path: Pa
             result = await collector.collect()
             assert result.ended_sessions == (SID,) and result.deleted
             assert not (tmp_path / "workspaces" / SID / "notes").exists()
-            await _second_turn(store, time.time())
+            await second_turn(store, time.time())
             supervisor.nudge()
-            await _wait(completed(EID2))
+            await until(completed(EID2))
         finally:
             await supervisor.shutdown()
             runner.cancel()
             await asyncio.gather(runner, return_exceptions=True)
-        state = await _state(store)
+        state = await session_state(store)
     second = state["turns"][1]
     assert second["stop_reason"] == "end_turn"
     (restore,) = second["workspace_restores"].values()

@@ -17,15 +17,13 @@ import pytest
 from typer.testing import CliRunner
 
 from opennua.cli import app
-from opennua.runtime import SandboxMode, default_agent, sandbox_problem
+from opennua.runtime import Sandbox, SandboxMode, default_agent, sandbox_problem
 from opennua.runtime.testing import ScriptedModel, ScriptStep, call, say
 from opennua.server import ServeConfig
 from opennua.server._serve import _announce
 from opennua.store import open_store
-from opennua.supervisor import Supervisor
-from tests.supervisor.test_supervisor import SID, _accept, _state, _wait
-
-EID = "exe_01JSUP0000"
+from tests._support.polling import until
+from tests._support.supervisor import EID, SID, accept, make_supervisor, session_state
 
 
 def _banner(config: ServeConfig) -> str:
@@ -38,9 +36,12 @@ def _banner(config: ServeConfig) -> str:
 def test_the_banner_says_how_shell_commands_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert "sandbox: bubblewrap\n" in _banner(ServeConfig(data_dir=tmp_path))
+    bwrap = "sandbox: bubblewrap (no network; egress through the proxy)\n"
+    assert bwrap in _banner(ServeConfig(data_dir=tmp_path))  # auto: bubblewrap is here
+    landlock = _banner(ServeConfig(data_dir=tmp_path, sandbox="landlock"))
+    assert "sandbox: Landlock + namespaces (bubblewrap not used;" in landlock
     unconfined = _banner(ServeConfig(data_dir=tmp_path, sandbox="none"))
-    assert "sandbox: NONE — shell commands run unconfined" in unconfined
+    assert "sandbox: NONE — shell commands and local MCP servers run unconfined" in unconfined
     assert "sandbox" not in _banner(ServeConfig(data_dir=tmp_path, role="host"))
     # Where bubblewrap cannot start, the operator is told at startup, with the way out.
     fake = tmp_path / "bin" / "bwrap"
@@ -50,18 +51,21 @@ def test_the_banner_says_how_shell_commands_run(
     monkeypatch.setenv("PATH", f"{fake.parent}:{os.environ['PATH']}")
     sandbox_problem.cache_clear()
     try:
-        broken = _banner(ServeConfig(data_dir=tmp_path))
+        broken = _banner(ServeConfig(data_dir=tmp_path, sandbox="bwrap"))
+        # `auto` (the default) confines with Landlock where bubblewrap cannot start.
+        fallback = _banner(ServeConfig(data_dir=tmp_path))
     finally:
         monkeypatch.undo()
         sandbox_problem.cache_clear()
-    assert "sandbox: bubblewrap UNAVAILABLE (bubblewrap cannot start: bwrap: setting up" in broken
-    assert "shell commands are refused; --sandbox none runs them unconfined" in broken
+    assert "sandbox: UNAVAILABLE (bubblewrap cannot start: bwrap: setting up" in broken
+    assert "are refused; install bubblewrap, or --sandbox none runs them unconfined" in broken
+    assert "sandbox: Landlock + namespaces (bubblewrap not used;" in fallback
 
 
 def test_nua_serve_takes_only_known_sandbox_modes() -> None:
     result = CliRunner().invoke(app, ["serve", "--sandbox", "docker"])
     assert result.exit_code == 2
-    assert "--sandbox must be bwrap or none" in result.output
+    assert "--sandbox must be auto, bwrap, landlock or none" in result.output
     assert "--sandbox" in CliRunner().invoke(app, ["serve", "--help"]).output
 
 
@@ -81,29 +85,20 @@ async def test_the_supervisor_runs_shell_in_the_mode_it_was_given(
     )
     store = await open_store(f"sqlite:///{tmp_path}/nua.db", data_dir=tmp_path)
     async with store:
-        await _accept(store, time.time())
-        supervisor = Supervisor(
-            store,
-            agent,
-            supervisor_id="sup_a",
-            data_dir=tmp_path,
-            ttl=5,
-            poll_interval=0.05,
-            model=model,
-            sandbox=sandbox,
-        )
+        await accept(store, time.time())
+        supervisor = make_supervisor(store, tmp_path, agent, model=model, sandbox=Sandbox(sandbox))
         runner = asyncio.create_task(supervisor.run())
         try:
 
             async def ended() -> bool:
                 return (await store.get_execution(EID)).status == "completed"
 
-            await _wait(ended)
+            await until(ended)
         finally:
             await supervisor.shutdown()
             runner.cancel()
             await asyncio.gather(runner, return_exceptions=True)
-        state: Any = await _state(store)
+        state: Any = await session_state(store)
     assert state["session_id"] == SID
     shell = next(iter(state["turns"][0]["tool_calls"].values()))
     assert shell["status"] == "completed"

@@ -13,16 +13,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic_ai.messages import ModelMessage
 
 from opennua.runtime import default_agent
-from opennua.runtime._scripted import first_prompt
-from opennua.runtime.testing import ScriptedModel, ScriptStep, call, say
-from opennua.store import Execution, Store, open_store
-from opennua.supervisor import Supervisor, execution_workspace
-from tests.supervisor.test_supervisor import EID, SID, _accept, _action, _state, _wait
-
-EID2, TID2 = "exe_01JSUP0002", "trn_01JSUP000000000000000002"
+from opennua.runtime.testing import ScriptedModel
+from opennua.store import Execution, open_store
+from opennua.supervisor import execution_dir
+from tests._support.polling import until
+from tests._support.supervisor import (
+    EID,
+    EID2,
+    SID,
+    accept,
+    make_supervisor,
+    second_turn,
+    session_state,
+    two_turn_script,
+)
 
 
 @pytest.fixture
@@ -34,68 +40,13 @@ def open_umask() -> Iterator[None]:
         os.umask(previous)
 
 
-def _script(messages: list[ModelMessage]) -> ScriptStep:
-    responses = sum(m.kind == "response" for m in messages)
-    if "quarterly report" in first_prompt(messages):  # the first turn (_accept)
-        steps = [
-            ScriptStep(calls=(call("write_file", path="notes/plan.md", content="from turn 1"),)),
-            say("written"),
-        ]
-    else:
-        steps = [
-            ScriptStep(
-                calls=(
-                    call("read_file", path="notes/plan.md"),
-                    call("list_files"),
-                )
-            ),
-            say("read"),
-        ]
-    return steps[min(responses, len(steps) - 1)]
-
-
-async def _second_turn(store: Store, now: float) -> None:
-    content = [{"type": "text", "text": "the second turn"}]
-    async with store.transaction() as tx:
-        started = _action(
-            "turn.started",
-            {
-                "execution_id": EID2,
-                "message_id": "msg_u2",
-                "trigger": {"kind": "message", "principal_id": "prn_o"},
-                "input": content,
-                "trace_id": "tr2",
-            },
-            "turn2",
-        )
-        started["turn_id"] = TID2
-        tx.append(SID, [started])
-        tx.create_execution(
-            Execution(
-                execution_id=EID2,
-                session_id=SID,
-                turn_id=TID2,
-                status="queued",
-                created_at=now,
-                input=content,
-                deadline_at=now + 3600,
-            )
-        )
-
-
 @pytest.mark.usefixtures("open_umask")
 async def test_files_written_in_turn_1_are_there_in_turn_2(tmp_path: Path) -> None:
     store = await open_store(f"sqlite:///{tmp_path}/nua.db", data_dir=tmp_path)
     async with store:
-        await _accept(store, time.time())
-        supervisor = Supervisor(
-            store,
-            default_agent("scripted:test"),
-            supervisor_id="sup_a",
-            data_dir=tmp_path,
-            ttl=5,
-            poll_interval=0.05,
-            model=ScriptedModel(_script),
+        await accept(store, time.time())
+        supervisor = make_supervisor(
+            store, tmp_path, default_agent("scripted:test"), model=ScriptedModel(two_turn_script)
         )
         runner = asyncio.create_task(supervisor.run())
 
@@ -106,15 +57,15 @@ async def test_files_written_in_turn_1_are_there_in_turn_2(tmp_path: Path) -> No
             return check
 
         try:
-            await _wait(completed(EID))
-            await _second_turn(store, time.time())
+            await until(completed(EID))
+            await second_turn(store, time.time())
             supervisor.nudge()
-            await _wait(completed(EID2))
+            await until(completed(EID2))
         finally:
             await supervisor.shutdown()
             runner.cancel()
             await asyncio.gather(runner, return_exceptions=True)
-        state = await _state(store)
+        state = await session_state(store)
     first, second = state["turns"]
     assert [t["stop_reason"] for t in state["turns"]] == ["end_turn", "end_turn"]
     read, listed = sorted(second["tool_calls"].values(), key=lambda c: c["name"])[::-1]
@@ -142,12 +93,12 @@ def test_the_workspace_function_is_the_one_place_that_decides(tmp_path: Path) ->
             created_at=0.0,
         )
 
-    one = execution_workspace(tmp_path, execution(SID, EID))
+    one = execution_dir(tmp_path, execution(SID, EID))
     assert one == tmp_path / "workspaces" / SID and one.is_dir()
-    assert execution_workspace(tmp_path, execution(SID, EID2)) == one
+    assert execution_dir(tmp_path, execution(SID, EID2)) == one
     (tmp_path / "workspaces").chmod(0o755)  # an older install's
-    execution_workspace(tmp_path, execution(SID, EID2))
+    execution_dir(tmp_path, execution(SID, EID2))
     assert stat.S_IMODE((tmp_path / "workspaces").stat().st_mode) == 0o700
     for bad in ("../escape", "ses/x", "", ".hidden"):
         with pytest.raises(ValueError, match="cannot name a directory"):
-            execution_workspace(tmp_path, execution(bad, EID))
+            execution_dir(tmp_path, execution(bad, EID))

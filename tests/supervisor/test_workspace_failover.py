@@ -4,7 +4,6 @@ PostgreSQL store whose blobs are in the database (issue 17)."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import subprocess
@@ -13,14 +12,13 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from opennua.protocol import action_from_dict, replay
 from opennua.store import Store, Won, open_store
+from tests._support.polling import until
+from tests._support.supervisor import EID, SID, accept, action, session_state
 from tests.supervisor._machine import NOTES
-from tests.supervisor.test_supervisor import EID, SID, _accept, _action
 
 pytestmark = [pytest.mark.postgres, pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(120)]
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,15 +43,8 @@ def machine(url: str, data: Path, supervisor_id: str) -> Iterator[subprocess.Pop
         proc.wait(10)
 
 
-async def _until(predicate: Any, timeout: float = 60) -> Any:
-    async with asyncio.timeout(timeout):
-        while not (result := await predicate()):
-            await asyncio.sleep(0.1)
-        return result
-
-
 async def _answer(store: Store, request_id: str, option_id: str) -> None:
-    answer = _action(
+    answer = action(
         "input_request.resolved",
         {
             "request_id": request_id,
@@ -63,19 +54,17 @@ async def _answer(store: Store, request_id: str, option_id: str) -> None:
         },
         f"answer/{request_id}",
     )
-    won = await store.resolve_input(
-        request_id,
-        {"outcome": "selected", "option_id": option_id},
-        "prn_o",
-        "cli_t",
-        time.time(),
-        actions=[answer],
-    )
+    async with store.transaction() as tx:
+        resolving = tx.resolve_input(
+            request_id,
+            {"outcome": "selected", "option_id": option_id},
+            "prn_o",
+            "cli_t",
+            time.time(),
+            actions=[answer],
+        )
+    won = resolving.value
     assert isinstance(won, Won)
-
-
-async def _state(store: Store) -> Any:
-    return replay(action_from_dict(raw) for raw in await store.read(SID, 0, 100_000))
 
 
 async def test_a_resumed_execution_finds_its_committed_files_on_another_machine(
@@ -84,30 +73,30 @@ async def test_a_resumed_execution_finds_its_committed_files_on_another_machine(
     a_ws = tmp_path / "a" / "workspaces" / SID
     b_ws = tmp_path / "b" / "workspaces" / SID
     async with await open_store(pg_url) as store:
-        await _accept(store, time.time())
+        await accept(store, time.time())
         with machine(pg_url, tmp_path / "a", "sup_a") as a:
-            (approval,) = await _until(lambda: store.list_input_requests(SID, status="open"))
+            (approval,) = await until(lambda: store.list_input_requests(SID, status="open"))
             await _answer(store, approval.request_id, "allow_once")
 
             async def draft_written() -> bool:
                 return (a_ws / "draft.md").exists()
 
-            await _until(draft_written)  # the command wrote it and now sleeps: no commit yet
+            await until(draft_written)  # the command wrote it and now sleeps: no commit yet
             a.send_signal(signal.SIGKILL)
         assert (a_ws / "notes.md").read_text() == NOTES
 
         with machine(pg_url, tmp_path / "b", "sup_b"):
             # The command may or may not have run: machine b asks before running it again.
-            (confirm,) = await _until(lambda: store.list_input_requests(SID, status="open"))
+            (confirm,) = await until(lambda: store.list_input_requests(SID, status="open"))
             assert confirm.request_id != approval.request_id
             await _answer(store, confirm.request_id, "skip")
 
             async def ended() -> bool:
                 return (await store.get_execution(EID)).status in ("completed", "failed")
 
-            await _until(ended)
+            await until(ended)
         assert (await store.get_execution(EID)).status == "completed"
-        state = await _state(store)
+        state = await session_state(store)
 
     turn = state["turns"][0]
     assert turn["stop_reason"] == "end_turn", turn["error"]

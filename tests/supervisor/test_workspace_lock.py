@@ -16,9 +16,9 @@ import pytest
 
 from opennua.runtime import default_agent
 from opennua.store import Claimed, Store, Won, open_store
-from opennua.supervisor import AttemptConfig, AttemptRunner, execution_workspace
+from opennua.supervisor import AttemptConfig, AttemptRunner, execution_dir
 from opennua.supervisor._workspace import WorkspaceLock
-from tests.supervisor.test_supervisor import EID, SID, _accept, _action, _state
+from tests._support.supervisor import EID, SID, accept, action, session_state
 
 
 @pytest.fixture(autouse=True)
@@ -42,14 +42,16 @@ async def _claim(store: Store, supervisor_id: str, now: float, ttl: float) -> Cl
 async def _approve(store: Store) -> None:
     (request,) = await store.list_input_requests(SID, status="open")
     answer = {"outcome": "selected", "option_id": "allow_once"}
-    resolved = _action(
+    resolved = action(
         "input_request.resolved",
         {**answer, "request_id": request.request_id, "answered_by": {"client_id": "cli_t"}},
         "answer",
     )
-    won = await store.resolve_input(
-        request.request_id, answer, "prn_o", "cli_t", time.time(), actions=[resolved]
-    )
+    async with store.transaction() as tx:
+        resolving = tx.resolve_input(
+            request.request_id, answer, "prn_o", "cli_t", time.time(), actions=[resolved]
+        )
+    won = resolving.value
     assert isinstance(won, Won)
 
 
@@ -71,7 +73,7 @@ async def test_an_attempt_paused_past_its_lease_leaves_the_next_attempts_files(
 ) -> None:
     store = await open_store(f"sqlite:///{tmp_path}/nua.db", data_dir=tmp_path)
     async with store:
-        await _accept(store, time.time())
+        await accept(store, time.time())
         # Attempt 1 writes notes.md, commits it and parks on the shell command's approval.
         first = _runner(store, await _claim(store, "sup_a", time.time(), 5), tmp_path, 5)
         await first.run()
@@ -97,11 +99,11 @@ async def test_an_attempt_paused_past_its_lease_leaves_the_next_attempts_files(
         assert zombie.fenced
         execution = await store.get_execution(EID)
         assert execution.status == "completed" and execution.epoch == 3
-        turn = (await _state(store))["turns"][0]
+        turn = (await session_state(store))["turns"][0]
         shell = next(c for c in turn["tool_calls"].values() if c["name"] == "shell")
         assert shell["status"] == "completed"
         # The approved command ran once, and its effect is still on the disk.
-        checks = execution_workspace(tmp_path, execution) / "checks.log"
+        checks = execution_dir(tmp_path, execution) / "checks.log"
         assert checks.read_text().splitlines() == ["5 lines"]
 
 
@@ -110,7 +112,7 @@ async def test_an_attempt_fenced_once_it_holds_the_workspace_lets_go_of_it(
 ) -> None:
     store = await open_store(f"sqlite:///{tmp_path}/nua.db", data_dir=tmp_path)
     async with store:
-        await _accept(store, time.time())
+        await accept(store, time.time())
         stale = _runner(store, await _claim(store, "sup_z", time.time(), 0.3), tmp_path, 0.3)
         await asyncio.sleep(0.5)
         later = await _claim(store, "sup_b", time.time(), 5)  # the stale lease lapsed
@@ -126,7 +128,7 @@ async def test_an_attempt_frozen_past_its_lease_does_not_start_the_side_effect(
 ) -> None:
     store = await open_store(f"sqlite:///{tmp_path}/nua.db", data_dir=tmp_path)
     async with store:
-        await _accept(store, time.time())
+        await accept(store, time.time())
         first = _runner(store, await _claim(store, "sup_a", time.time(), 5), tmp_path, 5)
         await first.run()
         await _approve(store)
@@ -147,5 +149,5 @@ async def test_an_attempt_frozen_past_its_lease_does_not_start_the_side_effect(
         assert resumed.fenced
         (entry,) = [e for e in await store.get_ledger(EID) if e.status != "completed"]
         assert entry.status == "started"  # the next attempt reports it `unknown`
-        checks = execution_workspace(tmp_path, await store.get_execution(EID)) / "checks.log"
+        checks = execution_dir(tmp_path, await store.get_execution(EID)) / "checks.log"
         assert not checks.exists(), "the command ran after the lease may have lapsed"

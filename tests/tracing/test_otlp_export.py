@@ -16,7 +16,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from opennua.runtime._tracing import USAGE_ATTRIBUTES
-from tests.e2e._proc import Server, wait_for
+from tests._support.polling import wait_for
+from tests.e2e._proc import Server
 from tests.tracing._otlp import Receiver, Span
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(180)]

@@ -7,7 +7,9 @@ from typing import Annotated
 
 import typer
 
+from opennua.cli._acp import acp
 from opennua.cli._auth import (
+    admin_app,
     agent_app,
     login,
     member_app,
@@ -20,6 +22,7 @@ from opennua.cli._automation import hook_app, schedule_app
 from opennua.cli._bridge import bridge_app
 from opennua.cli._context import EXIT_CODES_HELP, Settings
 from opennua.cli._demo import demo
+from opennua.cli._globals import RootGroup
 from opennua.cli._intents import answer, cancel, retry
 from opennua.cli._plugins import deploy, deployment_app, deployments, plugin_app
 from opennua.cli._read import (
@@ -36,6 +39,7 @@ from opennua.cli._run import attach, run
 from opennua.cli._schema import schema
 from opennua.cli._secrets import audit, secret_app
 from opennua.cli._serve import rotate_key_command, serve_command
+from opennua.cli._subscriptions import subscription_app
 
 app = typer.Typer(
     name="nua",
@@ -43,6 +47,7 @@ app = typer.Typer(
     add_completion=False,
     epilog=EXIT_CODES_HELP,
     rich_markup_mode=None,
+    cls=RootGroup,
 )
 app.command(name="serve")(serve_command)
 app.command()(demo)
@@ -72,11 +77,22 @@ app.add_typer(user_app, name="user")
 app.add_typer(member_app, name="member")
 app.add_typer(agent_app, name="agent-principal")
 app.add_typer(token_app, name="token")
+app.add_typer(admin_app, name="admin")
 secret_app.command("rotate-key")(rotate_key_command)
 app.add_typer(secret_app, name="secret")
 app.command()(audit)
 app.add_typer(schedule_app, name="schedule")
 app.add_typer(hook_app, name="hook")
+app.add_typer(subscription_app, name="subscription")
+app.command()(acp)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version  # only here: not on every command's start
+
+        typer.echo(f"nua {version('opennua')}")
+        raise typer.Exit()
 
 
 @app.callback()
@@ -100,11 +116,18 @@ def _root(
         str | None,
         typer.Option(envvar="NUA_CLIENT_ID", help="This client's id (default: a new cli_ id)."),
     ] = None,
+    _version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the version."
+        ),
+    ] = False,
 ) -> None:
     """opennua: a durable runtime for long-running AI agents.
 
     Start the embedded server with `nua serve`, then `nua run "…"` in another terminal;
-    or try everything at once with `nua demo`.
+    or try everything at once with `nua demo`. The options above go before or after the
+    command (`nua run --url URL "…"`), except where the command has one of that name.
     """
     ctx.obj = Settings(url_option=url, token_option=token, data_option=data, client_id=client_id)
 

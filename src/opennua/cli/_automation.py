@@ -8,11 +8,13 @@ secret sealed and never shows it again.
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
 
 import typer
 
 from opennua.client import Client
+from opennua.client.responses import ScheduleDoc
 
 from ._context import Settings, execute, write_line
 from ._safe import SafeText
@@ -28,18 +30,14 @@ Deployment = Annotated[str, typer.Option("--deployment", "-d", help="What the tu
 Prompt = Annotated[str, typer.Option("--prompt", "-p", help="The prompt template.")]
 
 
-def _params(workspace: str | None) -> dict[str, str]:
-    return {"workspace_id": workspace} if workspace else {}
-
-
-def _emit(cfg: Settings, json_out: bool, doc: dict[str, Any], text: str) -> None:
+def _emit(cfg: Settings, json_out: bool, doc: Mapping[str, Any], text: str) -> None:
     if json_out:
         write_line(json.dumps(doc, sort_keys=True))
     else:
         cfg.stdout.print(SafeText(text))
 
 
-def _line(s: dict[str, Any]) -> str:
+def _line(s: ScheduleDoc) -> str:
     state = "paused" if s["paused"] else f"next {s['next_fire_time'] or '—'}"
     return (
         f"{s['schedule_id']}  {s['name']:<20} {s['cron']:<16} {s['timezone']:<14} "
@@ -72,10 +70,7 @@ def schedule_create(
                "timezone": timezone, "misfire": misfire, "session_id": session}  # fmt: skip
 
     async def body(client: Client, cfg: Settings) -> int:
-        response = await client.request(
-            "POST", "/v1/schedules", json=payload, params=_params(workspace)
-        )
-        doc = response.json()
+        doc = await client.create_schedule(payload, workspace_id=workspace or None)
         _emit(cfg, json_out, doc, f"schedule {doc['schedule_id']} created; {_line(doc)}")
         return 0
 
@@ -89,24 +84,26 @@ def schedule_list(
     """The workspace's schedules and their next fire."""
 
     async def body(client: Client, cfg: Settings) -> int:
-        params = {**_params(workspace), "runs": "0"}
-        items = (await client.request("GET", "/v1/schedules", params=params)).json()
+        schedules = await client.schedules(workspace_id=workspace or None)
         if json_out:
-            for item in items["schedules"]:
+            for item in schedules:
                 write_line(json.dumps(item, sort_keys=True))
             return 0
-        if not items["schedules"]:
+        if not schedules:
             cfg.stdout.print("no schedules")
-        for s in items["schedules"]:
+        for s in schedules:
             cfg.stdout.print(SafeText(_line(s)))
         return 0
 
     execute(ctx, body)
 
 
-def _schedule_action(ctx: typer.Context, schedule_id: str, action: str, json_out: bool) -> None:
+def _schedule_action(
+    ctx: typer.Context, schedule_id: str, action: Literal["pause", "resume"], json_out: bool
+) -> None:
     async def body(client: Client, cfg: Settings) -> int:
-        doc = (await client.request("POST", f"/v1/schedules/{schedule_id}/{action}")).json()
+        move = client.pause_schedule if action == "pause" else client.resume_schedule
+        doc = await move(schedule_id)
         _emit(cfg, json_out, doc, _line(doc))
         return 0
 
@@ -130,7 +127,7 @@ def schedule_delete(ctx: typer.Context, schedule_id: str) -> None:
     """Delete a schedule (its past runs stay)."""
 
     async def body(client: Client, cfg: Settings) -> int:
-        await client.request("DELETE", f"/v1/schedules/{schedule_id}")
+        await client.delete_schedule(schedule_id)
         cfg.stdout.print(SafeText(f"schedule {schedule_id} deleted"))
         return 0
 
@@ -147,8 +144,7 @@ def schedule_runs(
     """Each fire: its slot, its lag, its session and how its turn stands."""
 
     async def body(client: Client, cfg: Settings) -> int:
-        path = f"/v1/schedules/{schedule_id}/runs"
-        runs = (await client.request("GET", path, params={"limit": str(limit)})).json()["runs"]
+        runs = await client.schedule_runs(schedule_id, limit=limit)
         if json_out:
             for run in runs:
                 write_line(json.dumps(run, sort_keys=True))
@@ -156,10 +152,12 @@ def schedule_runs(
         if not runs:
             cfg.stdout.print("no runs yet")
         for r in runs:
+            error = r.get("error")
+            why = f" ({error['code']}: {error['message']})" if error else ""
             cfg.stdout.print(
                 SafeText(
-                    f"{r['fire_time']}  +{r['lag_seconds']:.3f}s  {r['session_id']}  "
-                    f"{r['status'] or '?'}"
+                    f"{r['fire_time']}  +{r['lag_seconds']:.3f}s  {r['session_id'] or '-'}  "
+                    f"{r['status'] or '?'}{why}"
                 )
             )
         return 0
@@ -185,10 +183,7 @@ def hook_create(
     payload = {"name": name, "prompt": prompt, "deployment": deployment, "max_bytes": max_bytes}
 
     async def body(client: Client, cfg: Settings) -> int:
-        response = await client.request(
-            "POST", "/v1/hooks", json=payload, params=_params(workspace)
-        )
-        doc = response.json()
+        doc = await client.create_hook(payload, workspace_id=workspace or None)
         if json_out:
             write_line(json.dumps(doc, sort_keys=True))
             return 0
@@ -206,14 +201,14 @@ def hook_list(ctx: typer.Context, workspace: Workspace = None, json_out: JsonFla
     """The workspace's hooks and their URLs (never their secrets)."""
 
     async def body(client: Client, cfg: Settings) -> int:
-        hooks = (await client.request("GET", "/v1/hooks", params=_params(workspace))).json()
+        hooks = await client.hooks(workspace_id=workspace or None)
         if json_out:
-            for h in hooks["hooks"]:
+            for h in hooks:
                 write_line(json.dumps(h, sort_keys=True))
             return 0
-        if not hooks["hooks"]:
+        if not hooks:
             cfg.stdout.print("no hooks")
-        for h in hooks["hooks"]:
+        for h in hooks:
             cfg.stdout.print(
                 SafeText(f"{h['hook_id']}  {h['name']:<20} {h['deployment']:<12} {h['url']}")
             )
@@ -227,7 +222,7 @@ def hook_delete(ctx: typer.Context, hook_id: str) -> None:
     """Delete a hook and its secret: later deliveries are refused (401)."""
 
     async def body(client: Client, cfg: Settings) -> int:
-        await client.request("DELETE", f"/v1/hooks/{hook_id}")
+        await client.delete_hook(hook_id)
         cfg.stdout.print(SafeText(f"hook {hook_id} deleted"))
         return 0
 

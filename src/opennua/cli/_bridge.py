@@ -12,8 +12,6 @@ from typing import Annotated
 
 import typer
 
-from opennua.bridge import BridgeConfig, Homeserver, MatrixBridge, tracer_provider_from_env
-
 from ._context import ExitCode, Settings, fail, settings
 
 bridge_app = typer.Typer(name="bridge", help="Chat bridges (docs/bridge.md).", no_args_is_help=True)
@@ -49,6 +47,10 @@ def matrix(
     ] = 2.0,
 ) -> None:
     """Bridge Matrix rooms to sessions until interrupted. The token never goes on argv."""
+    # Imported by the command that runs it: every other `nua` command (`nua serve` too)
+    # starts without the bridge and its Matrix client.
+    from opennua.bridge import BridgeConfig, MatrixBridge, tracer_provider_from_env
+
     cfg = settings(ctx)
     token = _token(token_file)
     if token is None:
@@ -102,9 +104,17 @@ def synapse(
     bot: Annotated[str, typer.Option(help="The bot's localpart.")] = "nua",
     person: Annotated[str, typer.Option(help="Your localpart (password = localpart).")] = "me",
 ) -> None:
-    """Run a local Synapse (SQLite, loopback) with a bot and a person, until interrupted."""
+    """Run a local Synapse (SQLite, loopback) with a bot and a person, until interrupted
+    (Ctrl-C or SIGTERM: Synapse stops with it)."""
+    from opennua.bridge import Homeserver
+
+    # SIGTERM ended this process at once and left Synapse running: stop as at Ctrl-C.
+    signal.signal(signal.SIGTERM, _interrupt)
     hs = Homeserver.prepare(directory, port)
-    proc = hs.start()
+    try:
+        proc = hs.start()
+    except KeyboardInterrupt:
+        raise typer.Exit(ExitCode.OK) from None  # start() stopped what it had started
     try:
         login = hs.register(bot, os.urandom(12).hex())
         token_file = hs.dir / "bot.token"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
 from pathlib import Path
@@ -159,10 +159,20 @@ def describe(exc: ClientError, settings: Settings) -> str:
     return str(exc)
 
 
+def answerer(answered_by: Mapping[str, Any] | None) -> str:
+    """Who answered, as a person reads it: the person a client answered for first (a
+    chat bridge's `@alice:example.org`), then the client and the principal."""
+    by = answered_by or {}
+    client = by.get("client_id")
+    principal = f"principal {by['principal_id']}" if by.get("principal_id") else ""
+    if by.get("on_behalf_of"):
+        via = ", ".join(part for part in (f"via {client}" if client else "", principal) if part)
+        return f"{by['on_behalf_of']}" + (f" ({via})" if via else "")
+    return (client or "another client") + (f" ({principal})" if principal else "")
+
+
 def who_answered(resolution: dict[str, Any]) -> str:
-    by = resolution.get("answered_by") or {}
-    who = by.get("client_id") or "another client"
-    principal = f" (principal {by['principal_id']})" if by.get("principal_id") else ""
+    who = answerer(resolution.get("answered_by"))
     if resolution.get("outcome") == "selected":
         what = f"option {resolution.get('option_id')}"
     elif resolution.get("outcome") == "answered":
@@ -170,7 +180,7 @@ def who_answered(resolution: dict[str, Any]) -> str:
     else:
         what = str(resolution.get("outcome"))
     request = resolution.get("request_id", "the request")
-    return f"{request} was already answered by {who}{principal}: {what}"
+    return f"{request} was already answered by {who}: {what}"
 
 
 def execute(

@@ -8,6 +8,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from opennua._common import write_private
+
 
 def credentials_path() -> Path:
     """`NUA_CREDENTIALS`, else `$XDG_CONFIG_HOME/nua/credentials.json` (~/.config/…)."""
@@ -43,10 +45,5 @@ def save_credentials(url: str, token: str) -> Path:
     data = read_credentials()
     data.setdefault("servers", {})[url.rstrip("/")] = {"token": token}
     data["default"] = url.rstrip("/")
-    temporary = path.with_name(path.name + ".tmp")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    os.fchmod(fd, 0o600)  # whatever the umask: it holds tokens
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        json.dump(data, handle, indent=2, sort_keys=True)
-    os.replace(temporary, path)
+    write_private(path, json.dumps(data, indent=2, sort_keys=True))  # it holds tokens
     return path

@@ -51,13 +51,19 @@ def _open_log(path: Path) -> BinaryIO:
     return os.fdopen(fd, "ab")
 
 
-def _copy_redacted(source: IO[bytes], log: BinaryIO) -> None:
+def _copy_redacted(source: IO[bytes], log: BinaryIO, child: _Child | None = None) -> None:
     """Copy the server's output into its log line by line, the token cut out of the login
-    link: a log is what people paste into bug reports."""
+    link: a log is what people paste into bug reports. The banner's `sandbox:` line is
+    kept for the demo to show."""
     with source, log:
         for line in iter(source.readline, b""):
+            if child is not None and line.startswith(b"sandbox: "):
+                child.sandbox = line.decode(errors="replace").strip()
+                child.announced.set()
             log.write(_TOKEN_IN_LINK.sub(rb"\1<the token in DATA/token>", line))
             log.flush()
+    if child is not None:
+        child.announced.set()
 
 
 class _Child:
@@ -66,12 +72,15 @@ class _Child:
     def __init__(self, data: Path, port: int) -> None:
         args = [sys.executable, "-m", "opennua.cli", "serve", "--data", str(data)]
         log = _open_log(data / "demo-serve.log")
+        #: The banner's line saying which confinement runs the demo's shell command.
+        self.sandbox = ""
+        self.announced = threading.Event()
         self.proc = subprocess.Popen(
             [*args, "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT
         )
         assert self.proc.stdout is not None
         self._copier = threading.Thread(
-            target=_copy_redacted, args=(self.proc.stdout, log), daemon=True
+            target=_copy_redacted, args=(self.proc.stdout, log, self), daemon=True
         )
         self._copier.start()
 
@@ -130,6 +139,14 @@ def demo(
             ),
             soft_wrap=True,
         )
+        child.announced.wait(10)  # the banner follows the server's start by a moment
+        if child.sandbox:
+            # Which confinement runs the demo's shell command, or plainly that none can.
+            unavailable = "UNAVAILABLE" in child.sandbox
+            config.stderr.print(
+                SafeText(child.sandbox, style="bold red" if unavailable else "dim"),
+                soft_wrap=True,
+            )
     attached = _Attached()
 
     def interrupted() -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
@@ -21,6 +22,7 @@ from rich.table import Table
 from rich.tree import Tree
 
 from opennua.client import Client, NotFoundError
+from opennua.client.responses import SessionItem
 from opennua.protocol import SessionState, state_to_json
 from opennua.protocol.state import USAGE_FIELDS, Turn
 
@@ -40,7 +42,7 @@ def sessions(
     """List sessions, newest first."""
 
     async def body(client: Client, cfg: Settings) -> int:
-        items: list[dict[str, Any]] = []
+        items: list[SessionItem] = []
         async for item in client.iter_sessions(min(limit, 200)):
             items.append(item)
             if len(items) >= limit:
@@ -173,7 +175,7 @@ def usage(
         str | None, typer.Argument(metavar="[SID]", help="A session (else: all of a workspace).")
     ] = None,
     by: Annotated[
-        str, typer.Option("--by", help="Without SID: principal, workspace or model.")
+        str, typer.Option("--by", help="Without SID: principal, workspace, model or deployment.")
     ] = "principal",
     since: Annotated[
         str | None,
@@ -185,7 +187,8 @@ def usage(
     json_out: JsonFlag = False,
 ) -> None:
     """Token usage of a session per turn and model (sub-agents included in their turn);
-    without SID, a workspace's usage per execution principal, workspace or model."""
+    without SID, a workspace's usage per execution principal, workspace, model or
+    deployment."""
     if session_id is None:
         _aggregate_usage(ctx, by, since, workspace, json_out)
         return
@@ -211,7 +214,7 @@ def usage(
     execute(ctx, body)
 
 
-def execution_line(e: dict[str, Any]) -> str:
+def execution_line(e: Mapping[str, Any]) -> str:
     """`turn … execution … as PRINCIPAL · trigger KIND by … · workload …`."""
     trigger = e.get("trigger") or {}
     w = e.get("workload") or {}
@@ -244,21 +247,19 @@ def _aggregate_usage(
     ctx: typer.Context, by: str, since: str | None, workspace: str | None, json_out: bool
 ) -> None:
     config = settings(ctx)
-    if by not in ("principal", "workspace", "model"):
-        raise fail(config, "--by must be principal, workspace or model")
-    params: dict[str, Any] = {"by": by}
+    if by not in ("principal", "workspace", "model", "deployment"):
+        raise fail(config, "--by must be principal, workspace, model or deployment")
+    since_at: float | None = None
     if since is not None:
         try:
-            params["since"] = parse_since(since, time.time())
+            since_at = parse_since(since, time.time())
         except ValueError:
             raise fail(
                 config, f"--since {since!r}: give 30m, 12h, 7d, an ISO date or seconds"
             ) from None
-    if workspace is not None:
-        params["workspace_id"] = workspace
 
     async def body(client: Client, cfg: Settings) -> int:
-        report = await client.get_json("/v1/usage", **params)
+        report = await client.usage(by, since=since_at, workspace_id=workspace)
         if json_out:
             write_line(json.dumps(report, sort_keys=True))
             return 0
@@ -266,7 +267,8 @@ def _aggregate_usage(
             by, "input!", "output!", "cache read!", "cache write!", "reasoning!", "cost USD!"
         )
         for item in report["items"]:
-            row = [f"{item[f]:,}" for f in USAGE_FIELDS]
+            counts: Mapping[str, Any] = item
+            row = [f"{counts[f]:,}" for f in USAGE_FIELDS]
             cost = f"{Decimal(item['cost_usd']):.4f}"
             if item["unpriced_responses"]:
                 cost += f" (+{item['unpriced_responses']} unpriced)"
@@ -299,7 +301,7 @@ async def trace_report(client: Client, state: SessionState) -> dict[str, Any]:
     turns = []
     for turn in state["turns"]:
         try:
-            execution = await client.execution(turn["execution_id"])
+            execution: Mapping[str, Any] = await client.execution(turn["execution_id"])
         except NotFoundError:
             execution = {"execution_id": turn["execution_id"], "attempts": []}
         resumed: dict[str, Any] = {a["attempt_id"]: a for a in turn["attempts"]}

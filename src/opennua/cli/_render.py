@@ -30,6 +30,7 @@ from opennua.protocol.state import (
     WorkspaceRestore,
 )
 
+from ._context import answerer
 from ._safe import SafeText, visible
 
 TERMINAL = frozenset({"completed", "failed", "cancelled", "rejected"})
@@ -168,7 +169,8 @@ def item_lines(
                 text_lines[-1].append("▌", style="dim")
             lines += text_lines
         if message["status"] == "interrupted":
-            lines.append(SafeText(f"{pad}(interrupted; the model call was re-issued)", style="dim"))
+            # Either a new attempt re-issued the call (its answer follows) or the turn ended.
+            lines.append(SafeText(f"{pad}(interrupted mid-answer)", style="dim"))
         return lines
     if kind == "reasoning":
         if key in turn["messages"]:
@@ -207,6 +209,14 @@ def item_lines(
     if kind == "workspace_restore":
         restore = turn["workspace_restores"].get(key)
         return [] if restore is None else [*_restore_lines(restore, pad)]
+    if kind == "mcp_unavailable":
+        found = turn.get("unavailable_servers", {}).get(key)
+        if found is None:
+            return []
+        server, code = found["server"], found["code"]
+        head = f"{pad}⚠ MCP server {server} unavailable ({code}); the turn goes on without it"
+        cause = [SafeText(f"{pad}  {row}", style="yellow") for row in found["message"].splitlines()]
+        return [SafeText(head, style="yellow"), *cause]
     return [SafeText(f"{pad}({kind} {key})", style="dim")]
 
 
@@ -329,7 +339,7 @@ def _request_lines(turn: Turn, request_id: str, pad: str) -> list[SafeText]:
         text = f"{pad}? {request['prompt']}" + (f"  [{options}]" if options else "")
         return [SafeText(text + f"  {request_id}", style="yellow")]
     by = request["answered_by"]
-    who = (by and (by["client_id"] or by["principal_id"])) or "someone"
+    who = answerer(by) if by else "someone"
     if request["outcome"] == "selected":
         choice = request["option_id"]
     elif request["outcome"] == "answered":
@@ -373,7 +383,19 @@ def turn_footer(turn: Turn) -> list[SafeText]:
     if turn["error"]:
         lines[0].append(f": {turn['error']['code']}: {turn['error']['message']}", style="red")
     lines.append(SafeText(f"usage · {usage_text(turn['usage'])}", style="dim"))
-    return lines
+    return [*result_lines(turn), *lines]
+
+
+def result_lines(turn: Turn) -> list[SafeText]:
+    """The structured result (`turn.output`, what the plugin's output schema accepted),
+    pretty-printed whole: a business reader copies it as it is."""
+    if turn["output"] is None:
+        return []
+    document = json.dumps(turn["output"], indent=2, ensure_ascii=False)
+    return [
+        SafeText("result", style="bold"),
+        *(SafeText(f"{INDENT}{line}") for line in document.splitlines()),
+    ]
 
 
 _FRACTION = re.compile(r"(\.\d{6})\d+")

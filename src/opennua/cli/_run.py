@@ -117,7 +117,13 @@ def _title(text: str) -> str:
 
 def run(
     ctx: typer.Context,
-    text: Annotated[str, typer.Argument(help="What to ask the agent.")],
+    words: Annotated[
+        list[str],
+        typer.Argument(
+            help="What to ask the agent, or a plugin's command: /name args.",
+            metavar="TEXT...",
+        ),
+    ],
     session: Annotated[
         str | None, typer.Option("--session", "-s", help="Continue this session (SID).")
     ] = None,
@@ -153,6 +159,7 @@ def run(
 ) -> None:
     """Start a task (in a new session, or --session SID) and follow it live."""
     config = settings(ctx)
+    text = " ".join(words)  # `nua run /review-pr 123` needs no quotes
     if if_busy not in ("enqueue", "reject", "interrupt"):
         raise fail(config, "--if-busy must be enqueue, reject or interrupt")
     if deployment is not None and session is not None:

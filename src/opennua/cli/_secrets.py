@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -27,10 +27,6 @@ JsonFlag = Annotated[bool, typer.Option("--json", help="Machine-readable output.
 Workspace = Annotated[
     str | None, typer.Option("--workspace", "-w", help="Default: your first workspace.")
 ]
-
-
-def _params(workspace: str | None) -> dict[str, str]:
-    return {"workspace_id": workspace} if workspace else {}
 
 
 @secret_app.command("set")
@@ -53,10 +49,7 @@ def secret_set(
         raise fail(cfg, "no value given on stdin")
 
     async def body(client: Client, cfg: Settings) -> int:
-        response = await client.request(
-            "PUT", f"/v1/secrets/{name}", json={"value": value}, params=_params(workspace)
-        )
-        doc: dict[str, Any] = response.json()
+        doc = await client.set_secret(name, value, workspace_id=workspace or None)
         if json_out:
             write_line(json.dumps(doc, sort_keys=True))
         else:
@@ -73,8 +66,7 @@ def secret_list(
     """Names, creation and last use: never values."""
 
     async def body(client: Client, cfg: Settings) -> int:
-        response = await client.request("GET", "/v1/secrets", params=_params(workspace))
-        items = response.json()["items"]
+        items = await client.secrets(workspace_id=workspace or None)
         if json_out:
             for item in items:
                 write_line(json.dumps(item, sort_keys=True))
@@ -94,7 +86,7 @@ def secret_delete(ctx: typer.Context, name: str, workspace: Workspace = None) ->
     """Delete a secret (deployments that name it fail their tool calls until it is set)."""
 
     async def body(client: Client, cfg: Settings) -> int:
-        await client.request("DELETE", f"/v1/secrets/{name}", params=_params(workspace))
+        await client.delete_secret(name, workspace_id=workspace or None)
         cfg.stdout.print(SafeText(f"secret {name} deleted"))
         return 0
 
@@ -114,10 +106,9 @@ def audit(
     name, the outcome and its latency."""
 
     async def body(client: Client, cfg: Settings) -> int:
-        params = _params(workspace) | {"limit": str(limit)}
-        if execution:
-            params["execution_id"] = execution
-        items = (await client.request("GET", "/v1/audit", params=params)).json()["items"]
+        items = await client.audit(
+            workspace_id=workspace or None, execution_id=execution, limit=limit
+        )
         if json_out:
             for item in items:
                 write_line(json.dumps(item, sort_keys=True))
@@ -126,6 +117,9 @@ def audit(
             cfg.stdout.print("no gateway calls")
         for a in items:
             what = f"{a['server']}__{a['tool']}" if a["tool"] else a["server"]
+            if a["kind"] == "egress":  # a connection through the egress proxy
+                where = f"{a['host']}:{a['port']}" if a["port"] is not None else "(no request)"
+                what = f"egress {where} up {a['bytes_up']} B down {a['bytes_down']} B"
             outcome = a["outcome"] + (f" ({a['code']})" if a["code"] else "")
             line = (
                 f"{a['at']}  {a['execution_id'] or '-'}  {a['principal_id'] or '-'}  {what}  "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -33,8 +34,12 @@ def serve_command(
     lease_ttl: Annotated[float, typer.Option(help="Execution lease TTL in seconds")] = 15.0,
     sandbox: Annotated[
         str,
-        typer.Option(help="How shell commands run: bwrap (bubblewrap) | none (unconfined)"),
-    ] = "bwrap",
+        typer.Option(
+            envvar="NUA_SANDBOX",
+            help="How shell commands and local MCP servers run: auto (bubblewrap, else "
+            "Landlock) | bwrap | landlock | none (unconfined)",
+        ),
+    ] = "auto",
     workspace_retention: Annotated[
         float,
         typer.Option(
@@ -56,6 +61,34 @@ def serve_command(
             help="Where supervisors reach the gateway (--role all: its own, in-process)",
         ),
     ] = None,
+    workspace_quota: Annotated[
+        str,
+        typer.Option(
+            help="Bytes of plugin files each workspace may upload (K, M, G, T suffixes "
+            "are powers of 1024: 500MiB, 5G); 0: no limit"
+        ),
+    ] = "5GiB",
+    allow_private_subscriptions: Annotated[
+        bool,
+        typer.Option(
+            help="Deliver event subscriptions to loopback and private addresses too "
+            "(default: public addresses only)"
+        ),
+    ] = False,
+    subscription_retry_base: Annotated[
+        float,
+        typer.Option(
+            help="Seconds before a failed subscription delivery's first retry; each "
+            "next waits twice as long (with jitter), up to an hour"
+        ),
+    ] = 5.0,
+    db_wait: Annotated[
+        float,
+        typer.Option(
+            help="Seconds to wait for the database at startup (a restart in progress) "
+            "before exiting 69"
+        ),
+    ] = 60.0,
 ) -> None:
     """Run the host, the supervisor, the gateway and the web UI (embedded SQLite by default)."""
     # Imported here: the server stack (FastAPI, the runtime, the stores) takes seconds to
@@ -67,8 +100,15 @@ def serve_command(
             f"error: --role must be all, host, supervisor or gateway, not {role!r}", err=True
         )
         raise typer.Exit(2)
-    if sandbox not in ("bwrap", "none"):
-        typer.echo(f"error: --sandbox must be bwrap or none, not {sandbox!r}", err=True)
+    if sandbox not in ("auto", "bwrap", "landlock", "none"):
+        typer.echo(
+            f"error: --sandbox must be auto, bwrap, landlock or none, not {sandbox!r}", err=True
+        )
+        raise typer.Exit(2)
+    quota = parse_size(workspace_quota)
+    if quota is None:
+        typer.echo(f"error: --workspace-quota must be a size such as 5GiB, not {workspace_quota!r}",
+                   err=True)  # fmt: skip
         raise typer.Exit(2)
     data_dir = data or default_data_dir()
     config = ServeConfig(
@@ -79,13 +119,30 @@ def serve_command(
         port=port,
         model=model,
         lease_ttl=lease_ttl,
-        sandbox=sandbox,  # type: ignore[arg-type]
+        sandbox=sandbox,
         allowed_hosts=tuple(allowed_host or ()),
         blobs=blobs,
         gateway_url=gateway_url,
         workspace_retention=workspace_retention,
+        workspace_quota=quota or None,
+        allow_private_subscriptions=allow_private_subscriptions,
+        subscription_retry_base=subscription_retry_base,
+        db_wait=db_wait,
     )
     asyncio.run(serve(config))
+
+
+_SIZE = re.compile(r"(\d+)\s*(?:([KMGT])(?:i?B)?|B)?", re.IGNORECASE)
+
+
+def parse_size(text: str) -> int | None:
+    """Bytes from `5GiB`, `500M`, `1024` (suffixes are powers of 1024); None if not a size."""
+    match = _SIZE.fullmatch(text.strip())
+    if match is None:
+        return None
+    unit = (match.group(2) or "").upper()
+    power = "KMGT".index(unit) + 1 if unit else 0
+    return int(match.group(1)) << (10 * power)
 
 
 def rotate_key_command(

@@ -10,6 +10,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
+from opennua._common import RetryPolicy
+
 
 @dataclass
 class Backoff:
@@ -20,5 +22,4 @@ class Backoff:
     rng: random.Random = field(default_factory=random.Random)
 
     def delay(self, attempt: int) -> float:
-        ceiling = min(self.cap, self.base * (2 ** min(attempt, 30)))
-        return float(ceiling / 2 + self.rng.uniform(0, ceiling / 2))
+        return RetryPolicy(self.base, self.cap).delay(attempt + 1, self.rng.random())

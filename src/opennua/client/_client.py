@@ -15,8 +15,8 @@ import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
-from urllib.parse import quote, urlencode
+from typing import Any, Literal, cast
+from urllib.parse import urlencode
 
 import httpx
 
@@ -32,6 +32,8 @@ from opennua.protocol import (
     new_id,
 )
 
+from ._api import segment
+from ._automation import AutomationApi
 from ._backoff import Backoff
 from ._errors import (
     ApiError,
@@ -42,21 +44,32 @@ from ._errors import (
     error_from_response,
 )
 from ._local import LocalSession
+from ._people import PeopleApi
 from ._subscription import Subscription
+from .responses import (
+    ArtifactDoc,
+    ArtifactStateDoc,
+    DeploymentDoc,
+    DownloadLinkDoc,
+    ExecutionDoc,
+    MoveDoc,
+    PluginDoc,
+    PluginSummary,
+    PublishedVersion,
+    Resolution,
+    SessionItem,
+    VersionDoc,
+)
 
 DEFAULT_URL = "http://127.0.0.1:7421"
 Sleep = Callable[[float], Awaitable[None]]
 
 #: Transport failures after which a request's outcome is unknown (or it never left).
 RETRYABLE = (httpx.TransportError,)
-
-
-def segment(value: str) -> str:
-    """An id as one URL path segment: a `/`, `?`, space or control character in an id a
-    user typed can neither break the URL nor reach another route (the server says 404)."""
-    quoted = quote(value, safe="")
-    # httpx resolves "." and ".." segments away (RFC 3986), which would change the route.
-    return quoted.replace(".", "%2E") if set(value) <= {"."} else quoted
+#: Transport failures before the request left: it surely did not arrive.
+NEVER_SENT = (httpx.ConnectError, httpx.ConnectTimeout)
+#: Server answers that say "not now" rather than "never": a retry may succeed.
+TRANSIENT_STATUS = frozenset({502, 503, 504})
 
 
 def new_client_id() -> str:
@@ -64,50 +77,27 @@ def new_client_id() -> str:
 
 
 def new_intent_id() -> str:
-    # The Host's own keys look like this too: "int_" + a ULID.
-    return "int_" + new_id("action", ms=int(time.time() * 1000), entropy=os.urandom(10))[4:]
+    return new_id("intent", ms=int(time.time() * 1000), entropy=os.urandom(10))
 
 
 @dataclass(frozen=True)
 class SessionPage:
-    items: list[dict[str, Any]]
+    items: list[SessionItem]
     next_cursor: str | None
 
 
-def connect(
-    url: str = DEFAULT_URL,
-    token: str | None = None,
-    *,
-    client_id: str | None = None,
-    timeout: float = 10.0,
-    intent_timeout: float = 30.0,
-    backoff: Backoff | None = None,
-    transport: httpx.AsyncBaseTransport | None = None,
-    sleep: Sleep = asyncio.sleep,
-) -> Client:
+class Client(PeopleApi, AutomationApi):
     """A client for the server at `url`; use it as `async with connect(url, token) as c:`.
 
     No request is made until the first call. `client_id` names this client in the actions
     its intents cause (`answered_by`, triggers); it is stable for the client's lifetime.
     `intent_timeout` bounds how long an intent is retransmitted before UnreachableError.
     """
-    return Client(
-        url,
-        token,
-        client_id=client_id,
-        timeout=timeout,
-        intent_timeout=intent_timeout,
-        backoff=backoff,
-        transport=transport,
-        sleep=sleep,
-    )
 
-
-class Client:
     def __init__(
         self,
-        url: str,
-        token: str | None,
+        url: str = DEFAULT_URL,
+        token: str | None = None,
         *,
         client_id: str | None = None,
         timeout: float = 10.0,
@@ -121,6 +111,9 @@ class Client:
         self.intent_timeout = intent_timeout
         self.backoff = backoff or Backoff()
         self.sleep = sleep
+        #: Whether the server ever answered this client: until it has, a connection it
+        #: refuses means nobody listens there, not a server restarting.
+        self.answered = False
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.http = httpx.AsyncClient(
             base_url=self.url, headers=headers, timeout=timeout, transport=transport
@@ -143,21 +136,22 @@ class Client:
             response = await self.http.request(method, path, **kwargs)
         except RETRYABLE as exc:
             raise UnreachableError(self.url, _reason(exc)) from exc
+        self.answered = True
         if response.status_code >= 400:
             raise error_from_response(response)
         return response
-
-    async def get_json(self, path: str, **params: Any) -> Any:
-        return (await self.request("GET", path, params=params or None)).json()
 
     async def send_intent(
         self, method: str, path: str, body: dict[str, Any], intent_id: str
     ) -> dict[str, Any]:
         """Send until the Host answers, retransmitting the same key after unknown outcomes.
 
-        Retried: transport failures (the request may or may not have arrived), 409
-        `request_in_flight` (the first copy is still running) and 5xx (the store was
-        briefly unavailable, e.g. during a restart). Everything else is final.
+        Retried, only what a later copy can get through: transport failures (the
+        request may or may not have arrived; a reset while the server restarts), 409
+        `request_in_flight` (the first copy is still running) and 502/503/504 (the store
+        or the server behind a proxy briefly unavailable). A connection refused before
+        the server ever answered this client is final at once: nobody listens there
+        (`nua run` with no server failed after 34 s of retries). Everything else is final.
         """
         deadline = time.monotonic() + self.intent_timeout
         headers = {"Idempotency-Key": intent_id}
@@ -168,14 +162,15 @@ class Client:
                     await self.request(method, path, json=body, headers=headers)
                 ).json()
                 return result
-            except UnreachableError:
-                if time.monotonic() >= deadline:
+            except UnreachableError as exc:
+                never_sent = isinstance(exc.__cause__, NEVER_SENT)
+                if time.monotonic() >= deadline or (never_sent and not self.answered):
                     raise
             except ConflictError as exc:
                 if exc.code != "request_in_flight" or time.monotonic() >= deadline:
                     raise
-            except ServerError:
-                if time.monotonic() >= deadline:
+            except ServerError as exc:
+                if exc.status not in TRANSIENT_STATUS or time.monotonic() >= deadline:
                     raise
             await self.sleep(self.backoff.delay(attempt))
             attempt += 1
@@ -192,10 +187,10 @@ class Client:
         params: dict[str, Any] = {"limit": limit}
         if cursor:
             params["cursor"] = cursor
-        body = await self.get_json("/v1/sessions", **params)
+        body = await self._get("/v1/sessions", **params)
         return SessionPage(body["items"], body.get("next_cursor"))
 
-    async def iter_sessions(self, page_size: int = 100) -> AsyncGenerator[dict[str, Any], None]:
+    async def iter_sessions(self, page_size: int = 100) -> AsyncGenerator[SessionItem, None]:
         cursor: str | None = None
         while True:
             page = await self.list_sessions(page_size, cursor)
@@ -205,16 +200,16 @@ class Client:
                 return
             cursor = page.next_cursor
 
-    async def execution(self, execution_id: str) -> dict[str, Any]:
+    async def execution(self, execution_id: str) -> ExecutionDoc:
         """The Supervisor's record: status, epoch, attempts, deadline."""
-        result: dict[str, Any] = await self.get_json(f"/v1/executions/{segment(execution_id)}")
+        result: ExecutionDoc = await self._get(f"/v1/executions/{segment(execution_id)}")
         return result
 
-    async def artifact(self, artifact_id: str) -> dict[str, Any]:
-        result: dict[str, Any] = await self.get_json(f"/v1/artifacts/{segment(artifact_id)}")
+    async def artifact(self, artifact_id: str) -> ArtifactDoc:
+        result: ArtifactDoc = await self._get(f"/v1/artifacts/{segment(artifact_id)}")
         return result
 
-    async def save_artifact(self, artifact_id: str, dest: Path) -> dict[str, Any]:
+    async def save_artifact(self, artifact_id: str, dest: Path) -> ArtifactDoc:
         """Download to `dest`, verifying size and sha256 before the file appears there.
 
         Returns the artifact's metadata. On a mismatch nothing is written and
@@ -252,7 +247,7 @@ class Client:
         body = await self._mint_link(artifact_id)
         return str(self.http.base_url).rstrip("/") + body["url"], body["expires_at"]
 
-    async def read_artifact_by_link(self, artifact_id: str) -> tuple[dict[str, Any], bytes]:
+    async def read_artifact_by_link(self, artifact_id: str) -> tuple[ArtifactDoc, bytes]:
         """Like `read_artifact`, through a single-use link (what a bridge hands on)."""
         meta = await self.artifact(artifact_id)
         link = await self._mint_link(artifact_id)
@@ -262,12 +257,12 @@ class Client:
             raise IntegrityError(artifact_id, meta["sha256"], actual)
         return meta, data
 
-    async def _mint_link(self, artifact_id: str) -> dict[str, str]:
+    async def _mint_link(self, artifact_id: str) -> DownloadLinkDoc:
         response = await self.request("POST", f"/v1/artifacts/{segment(artifact_id)}/links")
-        body: dict[str, str] = response.json()
+        body: DownloadLinkDoc = response.json()
         return body
 
-    async def read_artifact(self, artifact_id: str) -> tuple[dict[str, Any], bytes]:
+    async def read_artifact(self, artifact_id: str) -> tuple[ArtifactDoc, bytes]:
         """Metadata and verified bytes of a (small) artifact."""
         meta = await self.artifact(artifact_id)
         data = (await self.request("GET", f"/v1/artifacts/{segment(artifact_id)}/content")).content
@@ -314,11 +309,14 @@ class Client:
         *,
         visibility: str = "workspace",
         workspace_id: str | None = None,
-    ) -> dict[str, Any]:
+        name: str | None = None,
+        version: str | None = None,
+    ) -> PublishedVersion:
         """Publish a plugin from ``{path: (content, executable)}`` into ``workspace_id``
         (default: your first), seen by the workspace or (``private``) by you only: upload
-        only the contents the server lacks, then the listing. Returns the version and
-        whether it was new (``created``)."""
+        only the contents the server lacks, then the listing. ``name`` and ``version``:
+        for a plugin whose manifest does not say them. Returns the version and whether it
+        was new (``created``)."""
         where = {} if workspace_id is None else {"workspace_id": workspace_id}
         by_sha = {hashlib.sha256(data).hexdigest(): data for data, _ in files.values()}
         missing = await self.request(
@@ -340,53 +338,54 @@ class Client:
         response = await self.request(
             "POST",
             "/v1/plugins",
-            json={"files": listing, "visibility": visibility},
+            json={"files": listing, "visibility": visibility}
+            | {k: v for k, v in (("name", name), ("version", version)) if v is not None},
             params=where,
         )
-        version: dict[str, Any] = response.json()
-        return {**version, "created": response.status_code == 201}
+        published: VersionDoc = response.json()
+        return PublishedVersion(**published, created=response.status_code == 201)
 
-    async def plugins(self) -> list[dict[str, Any]]:
-        items: list[dict[str, Any]] = (await self.get_json("/v1/plugins"))["items"]
+    async def plugins(self) -> list[PluginSummary]:
+        items: list[PluginSummary] = (await self._get("/v1/plugins"))["items"]
         return items
 
-    async def plugin(self, name: str) -> dict[str, Any]:
-        found: dict[str, Any] = await self.get_json(f"/v1/plugins/{segment(name)}")
+    async def plugin(self, name: str) -> PluginDoc:
+        found: PluginDoc = await self._get(f"/v1/plugins/{segment(name)}")
         return found
 
-    async def plugin_version(self, name: str, version: str) -> dict[str, Any]:
-        found: dict[str, Any] = await self.get_json(
+    async def plugin_version(self, name: str, version: str) -> VersionDoc:
+        found: VersionDoc = await self._get(
             f"/v1/plugins/{segment(name)}/versions/{segment(version)}"
         )
         return found
 
-    async def release(self, name: str, channel: str, version: str) -> dict[str, Any]:
+    async def release(self, name: str, channel: str, version: str) -> MoveDoc:
         path = f"/v1/plugins/{segment(name)}/channels/{segment(channel)}/release"
-        moved: dict[str, Any] = (await self.request("POST", path, json={"version": version})).json()
+        moved: MoveDoc = (await self.request("POST", path, json={"version": version})).json()
         return moved
 
-    async def rollback(self, name: str, channel: str) -> dict[str, Any]:
+    async def rollback(self, name: str, channel: str) -> MoveDoc:
         path = f"/v1/plugins/{segment(name)}/channels/{segment(channel)}/rollback"
-        moved: dict[str, Any] = (await self.request("POST", path)).json()
+        moved: MoveDoc = (await self.request("POST", path)).json()
         return moved
 
     async def deploy(
         self, name: str, spec: dict[str, Any], *, workspace_id: str | None = None
-    ) -> dict[str, Any]:
+    ) -> DeploymentDoc:
         """Save a deployment in ``workspace_id`` (default: your first)."""
         where = {} if workspace_id is None else {"workspace_id": workspace_id}
         saved = await self.request(
             "PUT", f"/v1/deployments/{segment(name)}", json=spec, params=where
         )
-        doc: dict[str, Any] = saved.json()
+        doc: DeploymentDoc = saved.json()
         return doc
 
-    async def deployments(self) -> list[dict[str, Any]]:
-        items: list[dict[str, Any]] = (await self.get_json("/v1/deployments"))["items"]
+    async def deployments(self) -> list[DeploymentDoc]:
+        items: list[DeploymentDoc] = (await self._get("/v1/deployments"))["items"]
         return items
 
-    async def deployment(self, name: str) -> dict[str, Any]:
-        doc: dict[str, Any] = await self.get_json(f"/v1/deployments/{segment(name)}")
+    async def deployment(self, name: str) -> DeploymentDoc:
+        doc: DeploymentDoc = await self._get(f"/v1/deployments/{segment(name)}")
         return doc
 
 
@@ -401,7 +400,7 @@ class SessionClient:
 
     async def snapshot(self) -> tuple[int, SessionState]:
         """`(seq, canonical state)` as the Host has it now."""
-        body = await self.client.get_json(self.path)
+        body = await self.client._get(self.path)
         state: SessionState = body["state"]
         return int(body["seq"]), state
 
@@ -410,7 +409,7 @@ class SessionClient:
     ) -> AsyncGenerator[dict[str, Any], None]:
         """Every action with seq > `after`, in order, as the Host stored it (raw JSON)."""
         while True:
-            page = await self.client.get_json(f"{self.path}/actions", after=after, limit=page_size)
+            page = await self.client._get(f"{self.path}/actions", after=after, limit=page_size)
             for action in page["actions"]:
                 yield action
             if not page["actions"] or not page.get("more"):
@@ -436,12 +435,12 @@ class SessionClient:
         )
         return response.text
 
-    async def retry_artifact(self, artifact_id: str) -> dict[str, Any]:
+    async def retry_artifact(self, artifact_id: str) -> ArtifactStateDoc:
         """Upload again an artifact whose upload failed: `{artifact_id, state, error}`."""
         response = await self.client.request(
             "POST", f"{self.path}/artifacts/{segment(artifact_id)}/retry"
         )
-        result: dict[str, Any] = response.json()
+        result: ArtifactStateDoc = response.json()
         return result
 
     # -- intents -------------------------------------------------------------------------
@@ -500,20 +499,22 @@ class SessionClient:
         option_id: str | None = None,
         payload: Any = None,
         intent_id: str | None = None,
-    ) -> dict[str, Any]:
+        on_behalf_of: str | None = None,
+    ) -> Resolution:
         """Answer an input request; returns the resolution. If another answer won,
-        ConflictError carries its `resolution` and `answered_by`."""
+        ConflictError carries its `resolution` and `answered_by`. `on_behalf_of`: the
+        person this client answers for (a chat bridge: the chat user), shown to all."""
         intent = AnswerInput(
             intent_id=intent_id or new_intent_id(),
             client_id=self.client.client_id,
             request_id=request_id,
             option_id=option_id,
             payload=payload,
+            on_behalf_of=on_behalf_of,
         )
         path = f"{self.path}/input-requests/{segment(request_id)}/answer"
         body = await self._send(intent, path, exclude={"request_id"})
-        resolution: dict[str, Any] = body.get("resolution") or {}
-        return resolution
+        return cast(Resolution, body.get("resolution") or {})
 
     async def report_delivery(self, report: ReportDelivery) -> None:
         """Tell the Host how an external delivery fared (a bridge's report).
@@ -548,3 +549,7 @@ def _strings(ids: dict[str, Any]) -> dict[str, str]:
 
 def _reason(exc: Exception) -> str:
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+#: The name the documentation opens with: `async with connect(url, token) as client:`.
+connect = Client

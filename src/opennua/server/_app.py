@@ -14,19 +14,21 @@ import contextlib
 import time
 from collections.abc import AsyncIterator, Callable, Collection
 
-from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi import FastAPI
 
-from opennua.auth import Authority, Denied
-from opennua.automation import Automation, AutomationError
-from opennua.host import Hub, Refused, SessionHost
+from opennua.auth import Authority
+from opennua.automation import Automation, Subscriptions
+from opennua.host import Hub, SessionHost
 from opennua.plugins import MAX_FILE_BYTES
 from opennua.secrets import SecretStore
-from opennua.store import InvalidInput, Store, WriteConflict
+from opennua.store import Store
 
 from . import (
+    _a2a,
+    _agui,
     _artifacts,
     _automation,
+    _console,
     _executions,
     _gateway,
     _health,
@@ -37,12 +39,14 @@ from . import (
     _problems,
     _secrets,
     _sessions,
+    _subscriptions,
+    _usage,
 )
 from ._authz import unguarded
 from ._edge import AppContext
 from ._guard import Guard, HostCheck
 from ._metrics import Metrics
-from ._problems import problem_response
+from ._revocations import Rechecks, Streams, follow_revocations
 from ._streams import HEARTBEAT_SECONDS, SEND_TIMEOUT_SECONDS
 from ._tracing import TraceParent
 from ._web import WebUI
@@ -64,28 +68,37 @@ def create_app(
     follow_store: bool = True,
     clock: Callable[[], float] = time.time,
     secrets: SecretStore | None = None,
+    supervisor: Rechecks | None = None,
+    allow_private_subscriptions: bool = False,
 ) -> FastAPI:
     """The HTTP/SSE/WebSocket surface of one Host.
 
     `follow_store` runs `hub.follow(store.watch())` and `host.keep_snapshots(...)` for the
     app's lifetime, so actions appended by supervisors (in this process or another) reach
-    subscribers and snapshots keep up; pass False when the composition root runs them.
+    subscribers and snapshots keep up, and follows the store's revocations
+    (`_revocations.follow_revocations`, with `supervisor`: the one in this process, whose
+    attempts a revocation stops); pass False when the composition root runs them.
     `allowed_hosts` is the Host allow-list (None: any Host; `nua serve` always passes one).
     `store` is read directly only by `/readyz`. `secrets` keeps webhook signing secrets
     (without one, creating or receiving hooks answers `unavailable`).
     """
     metrics = metrics or Metrics()
     metrics.watch_hub(hub)
+    streams = Streams(authority)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if not follow_store:
             yield
             return
-        watchers = [store.watch(), store.watch()]
+        watchers = [store.watch(), store.watch(), store.watch_rights()]
+        revocations = follow_revocations(
+            watchers[2], authority, streams=streams, supervisor=supervisor, host=host
+        )
         tasks = [
             asyncio.ensure_future(hub.follow(watchers[0])),
             asyncio.ensure_future(host.keep_snapshots(watchers[1])),
+            asyncio.ensure_future(revocations),
         ]
         try:
             yield
@@ -108,8 +121,13 @@ def create_app(
         _plugins,
         _principals,
         _automation,
+        _subscriptions,
         _secrets,
         _gateway,
+        _usage,
+        _console,
+        _agui,
+        _a2a,
     )
     routers = [m.router for m in modules]
     app = FastAPI(
@@ -129,31 +147,6 @@ def create_app(
     )
     _problems.install(app)
 
-    @app.exception_handler(Exception)
-    async def _internal(request: Request, exc: Exception) -> JSONResponse:
-        # Starlette still re-raises after this response, so the error is logged.
-        return problem_response("internal_error", "an unexpected error occurred")
-
-    @app.exception_handler(InvalidInput)
-    async def _invalid_input(request: Request, exc: InvalidInput) -> JSONResponse:
-        return problem_response("validation_error", exc.reason)
-
-    @app.exception_handler(Refused)
-    async def _refused(request: Request, exc: Refused) -> JSONResponse:
-        return problem_response(exc.code, exc.detail, **exc.extra)
-
-    @app.exception_handler(Denied)
-    async def _denied(request: Request, exc: Denied) -> JSONResponse:
-        return problem_response(exc.code, exc.detail)
-
-    @app.exception_handler(AutomationError)
-    async def _automation_refused(request: Request, exc: AutomationError) -> JSONResponse:
-        return problem_response(exc.code, exc.detail)
-
-    @app.exception_handler(WriteConflict)
-    async def _exists(request: Request, exc: WriteConflict) -> JSONResponse:
-        return problem_response("already_exists", str(exc))
-
     # Authorization is declared by every route (`_authz.Allow`): one without is a bug.
     missing = unguarded(app.router.routes)
     if missing:
@@ -170,6 +163,10 @@ def create_app(
         send_timeout_seconds=send_timeout_seconds,
         store=store,
         automation=Automation(store, host, secrets, clock=clock),
+        subscriptions=Subscriptions(
+            store, secrets, clock=clock, allow_private=allow_private_subscriptions
+        ),
+        streams=streams,
         secrets=secrets,
     )
     app.state.metrics = metrics

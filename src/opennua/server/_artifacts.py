@@ -14,7 +14,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel
 
-from opennua.host import rfc3339
+from opennua.protocol import timestamp
 
 from ._authz import LINK_ARTIFACT_KEY, Acting, LinkHolder, Reader
 from ._edge import Context, errors_doc
@@ -74,7 +74,7 @@ async def artifact(ctx: Context, auth: Reader, artifact_id: str) -> JSONResponse
             "media_type": a.media_type,
             "size": a.size,
             "sha256": a.sha256,
-            "created_at": rfc3339(a.created_at),
+            "created_at": timestamp(a.created_at),
             "turn_id": a.turn_id,
             "tool_call_id": a.tool_call_id,
         }
@@ -108,7 +108,7 @@ async def artifact_link(ctx: Context, auth: Reader, artifact_id: str) -> JSONRes
     """A single-use download link for the caller, valid for a few minutes (browsers, chat)."""
     link, expires = await ctx.authority.mint_download_link(auth.caller, artifact_id)
     return JSONResponse(
-        {"url": f"{LINK_PREFIX}{link}", "expires_at": rfc3339(expires)}, status_code=201
+        {"url": f"{LINK_PREFIX}{link}", "expires_at": timestamp(expires)}, status_code=201
     )
 
 

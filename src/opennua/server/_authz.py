@@ -8,8 +8,10 @@ there: another workspace's object is 404 (its existence does not leak), a role t
 is 403 `insufficient_role`. A route with no object in its path acts in the workspace its
 query or body names, else the caller's default one. `Allow("caller")` only needs an
 authenticated caller: routes whose objects are the caller's own (whoami, tokens) or whose
-Authority method checks itself (users, agent principals). `Allow("link")`: the path's
-single-use download link is the credential (the Guard lets it through unauthenticated).
+Authority method checks itself (users, agent principals). `Allow("admin")`: a server
+admin's route (server-level people management), in no workspace. `Allow("link")`: the
+path's single-use download link is the credential (the Guard lets it through
+unauthenticated).
 
 `create_app` refuses a route that declares none of these, so a new route cannot skip it.
 """
@@ -32,7 +34,7 @@ from opennua.store import NotFound
 from ._guard import CALLER_KEY, OPEN_PATHS
 from ._problems import Problem
 
-Need = Permission | Literal["caller", "link"]
+Need = Permission | Literal["caller", "admin", "link"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,13 +78,16 @@ async def _workspace(
             return await authority.schedule_workspace(params["schedule_id"])
         if "hook_id" in params:
             return await authority.hook_workspace(params["hook_id"])
+        if "subscription_id" in params:
+            return await authority.subscription_workspace(params["subscription_id"])
     except NotFound as exc:
         raise Problem("not_found", str(exc)) from exc
     if "workspace_id" in params:
         workspace_id: str = params["workspace_id"]
         return workspace_id
     path = connection.url.path
-    registry = path.startswith(("/v1/plugins/", "/v1/deployments/"))
+    # `/v1/a2a/{name}`: a deployment's A2A endpoint acts where the deployment is.
+    registry = path.startswith(("/v1/plugins/", "/v1/deployments/", "/v1/a2a/"))
     if "name" in params and registry:  # a `{name}` elsewhere (a secret's) is no registry's
         kind = "plugin" if path.startswith("/v1/plugins/") else "deployment"
         owner = await authority.registry_workspace(kind, params["name"])
@@ -118,6 +123,12 @@ async def authorize(connection: HTTPConnection, need: Need) -> Authorized:
     caller = caller_of(connection)
     if need == "caller":
         return Authorized(caller, None)
+    if need == "admin":
+        try:
+            authority.require_server_admin(caller)
+        except Denied as exc:
+            raise denied(exc) from exc
+        return Authorized(caller, None)
     workspace_id = await _workspace(connection, authority, caller)
     try:
         authority.check(caller, workspace_id, need)
@@ -142,6 +153,7 @@ Reader = Annotated[Authorized, Depends(Allow("read"))]
 Acting = Annotated[Authorized, Depends(Allow("act"))]
 Manager = Annotated[Authorized, Depends(Allow("manage"))]
 Anyone = Annotated[Authorized, Depends(Allow("caller"))]
+ServerAdmin = Annotated[Authorized, Depends(Allow("admin"))]
 LinkHolder = Annotated[Authorized, Depends(Allow("link"))]
 
 

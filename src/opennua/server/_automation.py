@@ -72,6 +72,9 @@ def _run(run: Run) -> dict[str, Any]:
         "execution_id": f.execution_id,
         "status": run.status,
         "scheduler_id": f.scheduler_id,
+        "error": None
+        if f.refused_code is None
+        else {"code": f.refused_code, "message": f.refused_detail or ""},
     }
 
 
@@ -236,7 +239,7 @@ async def deliver(ctx: Context, hook_id: str, request: Request) -> JSONResponse:
     body = await request.body()
     headers = {k.lower(): v for k, v in request.headers.items()}
     try:
-        accepted = await ctx.automation.deliver(hook_id, body, headers)
+        delivered = await ctx.automation.deliver(hook_id, body, headers)
     except BadSignature as exc:
         ctx.metrics.webhooks.labels(result="bad_signature").inc()
         # Which hook and why, never the payload or the signature headers' values.
@@ -245,5 +248,6 @@ async def deliver(ctx: Context, hook_id: str, request: Request) -> JSONResponse:
     except AutomationError as exc:
         ctx.metrics.webhooks.labels(result="invalid").inc()
         raise _problem(exc) from None
-    ctx.metrics.webhooks.labels(result="accepted").inc()
-    return JSONResponse(accepted, status_code=202)
+    result = "replayed" if delivered.replayed else "accepted"
+    ctx.metrics.webhooks.labels(result=result).inc()
+    return JSONResponse(delivered.answer, status_code=202)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, Header, Request
 from fastapi.exceptions import RequestValidationError
@@ -20,25 +20,24 @@ from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
-    Field,
-    JsonValue,
     ValidationError,
     WithJsonSchema,
 )
 from starlette.requests import HTTPConnection
 
 from opennua.auth import Authority
-from opennua.automation import Automation
-from opennua.host import Hub, SessionHost, rfc3339
-from opennua.protocol import IntentResult
-from opennua.protocol.actions import (
-    ContentPart,
-    Count,
-    ErrorInfo,
-    Id,
-    ResourceLinkPart,
-    TextPart,
-    Timestamp,
+from opennua.automation import Automation, Subscriptions
+from opennua.host import Hub, SessionHost
+from opennua.protocol import IntentResult, timestamp
+from opennua.protocol.actions import Id, ResourceLinkPart, TextPart
+from opennua.protocol.intents import (
+    AnswerFields,
+    CancelFields,
+    Content,
+    CreateSessionFields,
+    DeliveryFields,
+    SendMessageFields,
+    UpdateSessionFields,
 )
 from opennua.secrets import SecretStore
 from opennua.store import Store
@@ -46,7 +45,9 @@ from opennua.store import Store
 from . import _problems
 from ._metrics import Metrics
 from ._problems import PROBLEM_JSON, Problem, problem_response
+from ._revocations import Streams
 
+IntentT = TypeVar("IntentT", bound=BaseModel)
 #: The largest seq a cursor may name: the stores keep seqs in signed 64-bit integers.
 MAX_SEQ = (1 << 63) - 1
 #: Deeper JSON than any intent needs is refused before it reaches a recursive parser.
@@ -69,6 +70,10 @@ class AppContext:
     store: Store
     #: Schedules and webhooks (docs/automation.md).
     automation: Automation
+    #: Event subscriptions (docs/subscriptions.md).
+    subscriptions: Subscriptions
+    #: The open SSE and WebSocket streams, re-checked after a revocation.
+    streams: Streams
     #: The workspace secrets (`/v1/secrets`); None: the routes answer `unavailable`.
     secrets: SecretStore | None = None
 
@@ -158,21 +163,21 @@ async def guard_json_body(request: Request) -> None:
 
 
 class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """What every intent's body adds to the intent's own fields (which it inherits, rules
+    and all, from `opennua.protocol.intents`): the client, and the key unless the
+    `Idempotency-Key` header gives it. The path names the session and what is acted on."""
+
+    model_config = ConfigDict(extra="forbid", frozen=False)
     client_id: Id = "http"
     intent_id: Id | None = None
 
 
-class CreateSessionBody(_Body):
-    title: str = Field(default="", max_length=200)
-    metadata: dict[str, JsonValue] = Field(default_factory=dict)
-    deployment: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9._-]{0,63}$")] | None = Field(
-        default=None, description="the deployment to run (default: `default`)"
-    )
+class CreateSessionBody(CreateSessionFields, _Body):
+    pass
 
 
-class UpdateSessionBody(_Body):
-    title: Annotated[str, Field(min_length=1, max_length=200)]
+class UpdateSessionBody(UpdateSessionFields, _Body):
+    pass
 
 
 def _parts_schema() -> dict[str, Any]:
@@ -202,57 +207,24 @@ def _content_schema() -> dict[str, Any]:
     return {"anyOf": [_parts_schema(), text]}
 
 
-class MessageBody(_Body):
-    content: Annotated[
-        list[ContentPart],
-        BeforeValidator(_text_shorthand),
-        Field(min_length=1, max_length=64),
-        WithJsonSchema(_content_schema()),
-    ]
-    if_busy: Literal["reject", "enqueue", "interrupt"] = "enqueue"
+class MessageBody(SendMessageFields, _Body):
+    content: Annotated[Content, BeforeValidator(_text_shorthand), WithJsonSchema(_content_schema())]
 
 
-class CancelBody(_Body):
-    turn_id: Id | None = None
+class CancelBody(CancelFields, _Body):
+    pass
 
 
-class OptionAnswerBody(_Body):
-    """Choose one of the request's `options`."""
-
-    option_id: Id
-    payload: None = None
-
-
-#: Any JSON but null: a null payload is no answer.
-AnswerPayload = dict[str, JsonValue] | list[JsonValue] | str | int | float | bool
-
-
-class PayloadAnswerBody(_Body):
-    """Answer with a value matching the request's `response_schema`."""
-
-    payload: AnswerPayload
-    option_id: None = None
-
-
-#: Exactly one of the two, as the document says (`AnswerInput` checks the same).
-AnswerBody = OptionAnswerBody | PayloadAnswerBody
+class AnswerBody(AnswerFields, _Body):
+    pass
 
 
 class RetryBody(_Body):
     pass
 
 
-class DeliveryBody(_Body):
+class DeliveryBody(DeliveryFields, _Body):
     """A bridge's report on one external delivery (the path names the delivery)."""
-
-    channel: Annotated[str, Field(min_length=1, max_length=64)]
-    target: Annotated[str, Field(min_length=1, max_length=256)]
-    kind: Annotated[str, Field(min_length=1, max_length=64)]
-    status: Literal["pending", "sent", "retrying", "failed"]
-    attempts: Count = 0
-    event_id: Annotated[str, Field(max_length=256)] | None = None
-    next_attempt_at: Timestamp | None = None
-    error: ErrorInfo | None = None
 
 
 def intent_key(host: SessionHost, body: _Body, header: str | None) -> str:
@@ -261,10 +233,11 @@ def intent_key(host: SessionHost, body: _Body, header: str | None) -> str:
     return header or body.intent_id or host.new_intent_id()
 
 
-def build(cls: type[Any], **fields: Any) -> Any:
-    """The protocol's intent object, or a 422 listing what does not validate."""
+def intent_of(cls: type[IntentT], body: _Body, key: str, **path: str) -> IntentT:
+    """The protocol's intent from a body its fields were already checked in, its key and
+    what the path names (checked here: the path is the client's too)."""
     try:
-        return cls(**fields)
+        return cls(intent_id=key, **body.model_dump(exclude={"intent_id"}), **path)
     except ValidationError as exc:
         errors = [
             {"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]}
@@ -296,7 +269,7 @@ def ids(result: IntentResult, *names: str) -> dict[str, Any]:
 
 
 def ts(value: float | None) -> str | None:
-    return None if value is None else rfc3339(value)
+    return None if value is None else timestamp(value)
 
 
 # -- OpenAPI ---------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, JsonValue
 
-from opennua.host import rfc3339
+from opennua.protocol import timestamp
 
 from ._authz import Reader
 from ._edge import Context, errors_doc, ts
@@ -81,7 +81,7 @@ async def execution(ctx: Context, auth: Reader, execution_id: str) -> JSONRespon
             "epoch": e.epoch,
             "owner": e.owner,
             "cancel_requested": e.cancel_requested,
-            "created_at": rfc3339(e.created_at),
+            "created_at": timestamp(e.created_at),
             "deadline_at": ts(e.deadline_at),
             "lease_expires_at": ts(e.lease_expires_at),
             "finished_at": ts(e.finished_at),
@@ -93,7 +93,7 @@ async def execution(ctx: Context, auth: Reader, execution_id: str) -> JSONRespon
                     "attempt": a.attempt,
                     "epoch": a.epoch,
                     "supervisor_id": a.supervisor_id,
-                    "claimed_at": rfc3339(a.claimed_at),
+                    "claimed_at": timestamp(a.claimed_at),
                 }
                 for a in attempts
             ],

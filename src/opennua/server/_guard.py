@@ -165,7 +165,7 @@ class Guard:
         length = headers.get("content-length")
         limit = self._limit(scope)
         if length is not None and length.isdigit() and int(length) > limit:
-            await _deny(scope, receive, send, "payload_too_large", "the request body is too large")
+            await _too_large(scope, receive, send)
             return
         await self._limited(scope, receive, send, limit)
 
@@ -179,7 +179,7 @@ class Guard:
         caller = await self._authority.authenticate_cookie(cookie)
         if scope["type"] == "websocket" or scope.get("method", "GET") not in SAFE_METHODS:
             origin = headers.get("origin")
-            if origin is None or origin != _own_origin(scope, headers):
+            if origin is None or origin != own_origin(scope, headers):
                 raise Denied("forbidden", "cookie-authenticated requests must come from here")
         return caller
 
@@ -207,9 +207,7 @@ class Guard:
             await self.app(scope, counting_receive, tracking_send)
         except _TooLarge:
             if not started:
-                await _deny(
-                    scope, receive, send, "payload_too_large", "the request body is too large"
-                )
+                await _too_large(scope, receive, send)
 
 
 def signed_delivery(scope: Scope) -> bool:
@@ -233,9 +231,25 @@ def _cookies(raw: str) -> dict[str, str]:
     return out
 
 
-def _own_origin(scope: Scope, headers: dict[str, str]) -> str:
+def own_origin(scope: Scope, headers: dict[str, str]) -> str:
     scheme = {"ws": "http", "wss": "https"}.get(scope.get("scheme", "http"), scope.get("scheme"))
     return f"{scheme}://{headers.get('host', '')}"
+
+
+#: Where a protocol's JSON-RPC binding is served: a body too large gets that protocol's
+#: error shape (A2A: -32600 in a JSON-RPC response, as its SDK's own server answers).
+JSONRPC_PREFIXES = ("/v1/a2a/",)
+
+
+async def _too_large(scope: Scope, receive: Receive, send: Send) -> None:
+    if not scope["path"].startswith(JSONRPC_PREFIXES):
+        await _deny(scope, receive, send, "payload_too_large", "the request body is too large")
+        return
+    error = {"code": -32600, "message": "the request body is too large"}
+    payload = encode_problem({"jsonrpc": "2.0", "id": None, "error": error})
+    headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(payload))]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": payload})
 
 
 async def _deny(scope: Scope, receive: Receive, send: Send, code: str, detail: str) -> None:

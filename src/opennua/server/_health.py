@@ -12,7 +12,7 @@ from opennua.store import Unavailable
 
 from ._authz import Anyone
 from ._edge import Context
-from ._guard import COOKIE_MAX_AGE, cookie_name
+from ._guard import COOKIE_MAX_AGE, cookie_name, own_origin
 from ._problems import problem_response
 
 router = APIRouter(include_in_schema=False)
@@ -60,6 +60,10 @@ async def login_form(request: Request, ctx: Context) -> Response:
 
 
 async def _login(request: Request, ctx: Context, token: str) -> Response:
+    if not _from_here(request):
+        # Login CSRF: another site must not log a browser in here under a token of its
+        # choosing (what the victim then does would happen in the attacker's account).
+        return problem_response("forbidden", "a login must come from this server's own pages")
     try:
         cookie = await ctx.authority.issue_cookie(token.strip(), COOKIE_MAX_AGE)
     except Denied as exc:
@@ -76,6 +80,17 @@ async def _login(request: Request, ctx: Context, token: str) -> Response:
     )
     response.headers["Referrer-Policy"] = "no-referrer"
     return response
+
+
+def _from_here(request: Request) -> bool:
+    """A browser's login request from this origin, or a request no browser sent from
+    another site: the form's POST carries our Origin; the link `nua serve` prints is
+    opened from outside any site (`Sec-Fetch-Site: none`). Clients that send neither
+    header are not browsers, which is whom login CSRF abuses."""
+    origin = request.headers.get("origin")
+    if origin is not None:
+        return origin == own_origin(request.scope, {"host": request.headers.get("host", "")})
+    return request.headers.get("sec-fetch-site", "none") in ("none", "same-origin")
 
 
 @router.api_route("/logout", methods=["GET", "POST"])

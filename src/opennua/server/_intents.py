@@ -1,7 +1,7 @@
 """Intents on a session's turns: send a message, cancel, answer an input request, retry.
 
-Each builds the protocol's intent object (the one the WebSocket takes too) and hands it to
-the Host; `answer` maps the result onto HTTP.
+Each builds the protocol's intent object (the one the WebSocket takes too) and submits it
+to the Host; `answer` maps the result onto HTTP.
 """
 
 from __future__ import annotations
@@ -25,13 +25,12 @@ from ._edge import (
     MessageBody,
     RetryBody,
     answer,
-    build,
     errors_doc,
     guard_json_body,
     ids,
     intent_key,
+    intent_of,
 )
-from ._streams import dispatch
 
 router = APIRouter(dependencies=[Depends(guard_json_body)])
 
@@ -62,14 +61,8 @@ class Answered(BaseModel):
 async def send_message(
     ctx: Context, auth: Acting, session_id: str, body: MessageBody, key: IdempotencyKey = None
 ) -> JSONResponse:
-    intent = build(
-        SendMessage,
-        intent_id=intent_key(ctx.host, body, key),
-        client_id=body.client_id,
-        content=body.content,
-        if_busy=body.if_busy,
-    )
-    result = await dispatch(ctx.host, session_id, intent, _actor(ctx, auth))
+    intent = intent_of(SendMessage, body, intent_key(ctx.host, body, key))
+    result = await ctx.host.submit(session_id, intent, actor=_actor(ctx, auth))
     return answer(ctx.metrics, intent.type, result, 202, ids(result, "turn_id", "execution_id"))
 
 
@@ -82,13 +75,8 @@ async def send_message(
 async def cancel(
     ctx: Context, auth: Acting, session_id: str, body: CancelBody, key: IdempotencyKey = None
 ) -> JSONResponse:
-    intent = build(
-        Cancel,
-        intent_id=intent_key(ctx.host, body, key),
-        client_id=body.client_id,
-        turn_id=body.turn_id,
-    )
-    result = await dispatch(ctx.host, session_id, intent, _actor(ctx, auth))
+    intent = intent_of(Cancel, body, intent_key(ctx.host, body, key))
+    result = await ctx.host.submit(session_id, intent, actor=_actor(ctx, auth))
     return answer(ctx.metrics, intent.type, result, 202, ids(result, "turn_id", "execution_id"))
 
 
@@ -105,19 +93,10 @@ async def answer_input(
     body: AnswerBody,
     key: IdempotencyKey = None,
 ) -> JSONResponse:
-    intent = build(
-        AnswerInput,
-        intent_id=intent_key(ctx.host, body, key),
-        client_id=body.client_id,
-        request_id=request_id,
-        option_id=body.option_id,
-        payload=body.payload,
-    )
-    result = await dispatch(ctx.host, session_id, intent, _actor(ctx, auth))
-    resolution = None
-    if result.type == "accepted":
-        resolution = await ctx.host.input_resolution(session_id, request_id)
-    return answer(ctx.metrics, "answer_input", result, 200, {"resolution": resolution})
+    intent = intent_of(AnswerInput, body, intent_key(ctx.host, body, key), request_id=request_id)
+    result = await ctx.host.submit(session_id, intent, actor=_actor(ctx, auth))
+    resolution = result.resolution if result.type == "accepted" else None
+    return answer(ctx.metrics, intent.type, result, 200, {"resolution": resolution})
 
 
 @router.post(
@@ -134,13 +113,8 @@ async def retry(
     body: RetryBody,
     key: IdempotencyKey = None,
 ) -> JSONResponse:
-    intent = build(
-        RetryTurn,
-        intent_id=intent_key(ctx.host, body, key),
-        client_id=body.client_id,
-        turn_id=turn_id,
-    )
-    result = await dispatch(ctx.host, session_id, intent, _actor(ctx, auth))
+    intent = intent_of(RetryTurn, body, intent_key(ctx.host, body, key), turn_id=turn_id)
+    result = await ctx.host.submit(session_id, intent, actor=_actor(ctx, auth))
     return answer(ctx.metrics, intent.type, result, 202, ids(result, "turn_id", "execution_id"))
 
 
@@ -159,13 +133,7 @@ async def report_delivery(
     key: IdempotencyKey = None,
 ) -> JSONResponse:
     """A bridge reports a delivery's new state; the Host appends `delivery.updated`."""
-    fields = body.model_dump(exclude={"client_id", "intent_id"})
-    intent = build(
-        ReportDelivery,
-        intent_id=intent_key(ctx.host, body, key),
-        client_id=body.client_id,
-        delivery_id=delivery_id,
-        **fields,
-    )
-    result = await dispatch(ctx.host, session_id, intent, _actor(ctx, auth))
+    key = intent_key(ctx.host, body, key)
+    intent = intent_of(ReportDelivery, body, key, delivery_id=delivery_id)
+    result = await ctx.host.submit(session_id, intent, actor=_actor(ctx, auth))
     return answer(ctx.metrics, intent.type, result, 202, ids(result, "delivery_id"))

@@ -47,6 +47,7 @@ async def events(
         after,
         heartbeat=ctx.heartbeat_seconds,
         send_timeout=ctx.send_timeout_seconds,
+        watch=ctx.streams.watching(auth.caller, auth.workspace_id),
     )
 
 
@@ -61,7 +62,7 @@ async def ws(
 ) -> None:
     await websocket.accept()
     try:
-        await authorize(websocket, "read")
+        reader = await authorize(websocket, "read")
         await ctx.host.session(session_id)
     except (NotFound, Problem):
         # Accepted first: a close before accepting is an HTTP 403 the client cannot tell
@@ -76,15 +77,17 @@ async def ws(
     def count(intent: str, result: str) -> None:
         ctx.metrics.intents.labels(intent=intent, result=result).inc()
 
-    await websocket_session(
-        websocket,
-        ctx.host,
-        ctx.hub,
-        session_id,
-        after,
-        client_id,
-        heartbeat=ctx.heartbeat_seconds,
-        send_timeout=ctx.send_timeout_seconds,
-        on_intent=count,
-        actor=actor,
-    )
+    async with ctx.streams.watching(reader.caller, reader.workspace_id) as watched:
+        await websocket_session(
+            websocket,
+            ctx.host,
+            ctx.hub,
+            session_id,
+            after,
+            client_id,
+            heartbeat=ctx.heartbeat_seconds,
+            send_timeout=ctx.send_timeout_seconds,
+            on_intent=count,
+            actor=actor,
+            watched=watched,
+        )

@@ -1,22 +1,25 @@
 """The plugin registry and deployments over HTTP (docs/plugins.md, docs/server.md).
 
 A publish is three steps so that a re-publish sends only what changed: ask which file
-contents the server lacks (`POST /v1/plugin-files/missing`), upload each (`POST
-/v1/plugin-files`, named by the sha256 the server computes), then publish the listing
-(`POST /v1/plugins`). The rules
-live in the Host's `Registry`; every refusal is problem JSON with its `code`.
+contents the workspace cannot name yet (`POST /v1/plugin-files/missing`), upload each
+(`POST /v1/plugin-files`, named by the sha256 the server computes), then publish the
+listing (`POST /v1/plugins`). Contents are scoped to the workspace (`host/_plugin_files`).
+The rules live in the Host's `Registry`; every refusal is problem JSON with its `code`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Path, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, StringConstraints
 
-from opennua.host import DeploymentSpec, Registry, Scope, rfc3339
+from opennua.host import DeploymentSpec, Refused, Registry, Scope, problem_doc
 from opennua.plugins import MAX_FILE_BYTES, MAX_FILES
+from opennua.protocol import timestamp
+from opennua.protocol.intents import NAME_PATTERN
 from opennua.store import ChannelMove, DeploymentRecord, PluginFile, PluginVersion
 
 from ._authz import Authorized, Manager, Reader
@@ -26,9 +29,8 @@ from ._problems import Problem
 router = APIRouter()
 
 _SHA256 = r"^[0-9a-f]{64}$"
-_NAME = r"^[a-z0-9][a-z0-9._-]{0,63}$"
 Sha256 = Annotated[str, Field(pattern=_SHA256)]
-PluginName = Annotated[str, Path(pattern=_NAME)]
+PluginName = Annotated[str, Path(pattern=NAME_PATTERN)]
 _READ_ERRORS = ("not_found", "validation_error", "unavailable")
 _WRITE_ERRORS = (*BODY_ERRORS, "unavailable")
 
@@ -77,6 +79,10 @@ class PublishBody(_Body):
     workspace (default) or only its publisher."""
 
     visibility: Literal["workspace", "private"] = "workspace"
+    #: For a plugin whose manifest does not say them: its name (required without a
+    #: manifest) and version (default: `0.0.0+` and the digest's first 12 hex digits).
+    name: Annotated[str, Field(pattern=NAME_PATTERN)] | None = None
+    version: Annotated[str, Field(min_length=1, max_length=128)] | None = None
 
     files: Annotated[
         dict[PluginPath, ListedFile],
@@ -93,6 +99,25 @@ class PublishBody(_Body):
     ]
 
 
+class PluginProblemDoc(BaseModel):
+    """One finding of the plugin format (docs/plugins.md, "Problems")."""
+
+    severity: Literal["error", "warning", "ignored"]
+    message: str
+    file: str | None
+    line: int | None
+
+
+class ServerDoc(BaseModel):
+    """One MCP server of the plugin: its tools are named `<prefix>__<tool>`; one not
+    `configured` (a placeholder URL) runs only once a deployment supplies its URL."""
+
+    name: str
+    prefix: str
+    transport: Literal["stdio", "http", "sse"]
+    configured: bool
+
+
 class VersionDoc(BaseModel):
     name: str
     version: str
@@ -101,11 +126,22 @@ class VersionDoc(BaseModel):
     published_at: str
     #: None: server-wide (the built-in plugin).
     workspace_id: str | None
+    #: Who published it (None: the built-in plugin).
+    publisher_id: str | None = None
     visibility: Literal["workspace", "private"]
     size: int
     files: list[FileDoc]
-    #: Only from a publish: components opennua does not run (`commands/`, `hooks/`).
-    ignored: list[str] = []
+    #: Only from a publish or a single version's read: the plugin's warnings and the
+    #: features opennua does not run (`ignored`), and its MCP servers.
+    problems: list[PluginProblemDoc] = []
+    servers: list[ServerDoc] = []
+    #: Only from a publish or a single version's read: the plugin's `egress` setting, a
+    #: request (a deployment's `egress` decides what sandboxed code may reach).
+    egress_requested: list[str] | None = None
+    #: Only from a publish or a single version's read: its slash commands ({name,
+    #: description, argument_hint}) and command hooks ({event, matcher}).
+    commands: list[dict[str, str]] | None = None
+    hooks: list[dict[str, str | None]] | None = None
 
 
 class MoveDoc(BaseModel):
@@ -131,12 +167,25 @@ class ReleaseBody(_Body):
     version: Annotated[str, Field(min_length=1, max_length=128)]
 
 
+class ProblemDoc(BaseModel):
+    severity: Literal["error", "warning", "ignored"]
+    message: str
+    file: str | None = None
+    line: int | None = None
+
+
 class DeploymentDoc(BaseModel):
     name: str
     digest: str
     created_at: str
     workspace_id: str | None
     spec: dict[str, JsonValue]
+    #: Only from a save or a single deployment's read: what its plugin version asks for
+    #: (`egress` in opennua.toml), shown beside the `egress` the deployment allows.
+    egress_requested: list[str] | None = None
+    #: Only from a save or a single deployment's read: what it leaves its plugin without,
+    #: as warnings (servers that need configuring, model aliases nothing maps).
+    problems: list[ProblemDoc] | None = None
 
 
 class DeploymentList(BaseModel):
@@ -158,8 +207,9 @@ def version_doc(v: PluginVersion, *, files: bool = True) -> dict[str, Any]:
         "version": v.version,
         "digest": v.digest,
         "description": v.description,
-        "published_at": rfc3339(v.published_at),
+        "published_at": timestamp(v.published_at),
         "workspace_id": v.workspace_id,
+        "publisher_id": v.publisher_id,
         "visibility": v.visibility,
         "size": sum(f.size for f in v.files),
         "files": [
@@ -177,7 +227,7 @@ def move_doc(m: ChannelMove) -> dict[str, Any]:
         "seq": m.seq,
         "kind": m.kind,
         "version": m.version,
-        "moved_at": rfc3339(m.moved_at),
+        "moved_at": timestamp(m.moved_at),
     }
 
 
@@ -185,7 +235,7 @@ def deployment_doc(d: DeploymentRecord) -> dict[str, Any]:
     return {
         "name": d.name,
         "digest": d.digest,
-        "created_at": rfc3339(d.created_at),
+        "created_at": timestamp(d.created_at),
         "workspace_id": d.workspace_id,
         "spec": d.spec,
     }
@@ -201,14 +251,17 @@ def deployment_doc(d: DeploymentRecord) -> dict[str, Any]:
     dependencies=[Depends(guard_json_body)],
 )
 async def missing_files(ctx: Context, auth: Manager, body: MissingBody) -> JSONResponse:
-    return JSONResponse({"missing": await _registry(ctx).missing(body.sha256)})
+    """Of these contents, those this workspace cannot name yet (it did not upload them and
+    no version it sees lists them), whether or not another workspace has them."""
+    missing = await _registry(ctx).files.missing(body.sha256, _scope(auth))
+    return JSONResponse({"missing": missing})
 
 
 @router.post(
     "/v1/plugin-files",
     status_code=201,
     response_model=UploadedDoc,
-    responses=errors_doc(*_WRITE_ERRORS, "invalid_plugin", "unsupported_media_type"),
+    responses=errors_doc(*_WRITE_ERRORS, "unsupported_media_type", "workspace_quota_exceeded"),
     openapi_extra={
         "requestBody": {
             "required": True,
@@ -217,13 +270,13 @@ async def missing_files(ctx: Context, auth: Manager, body: MissingBody) -> JSONR
     },
 )
 async def upload_file(ctx: Context, auth: Manager, request: Request) -> JSONResponse:
-    """Store one file's bytes under their sha256 (computed here: the name cannot lie)."""
+    """Store one file's bytes under their sha256 (computed here: the name cannot lie), as
+    they arrive; from then on this workspace may name them (within its quota)."""
     media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if media_type != "application/octet-stream":
         raise Problem("unsupported_media_type", "send the file as application/octet-stream")
-    data = await request.body()
-    sha256 = await _registry(ctx).upload(data)
-    return JSONResponse({"sha256": sha256, "size": len(data)}, status_code=201)
+    ref = await _registry(ctx).files.upload(request.stream(), _scope(auth))
+    return JSONResponse({"sha256": ref.sha256, "size": ref.size}, status_code=201)
 
 
 @router.post(
@@ -233,15 +286,34 @@ async def upload_file(ctx: Context, auth: Manager, request: Request) -> JSONResp
     responses={
         200: {"description": "this exact version was already published (idempotent)"},
         **errors_doc(
-            *_WRITE_ERRORS, "version_exists", "name_taken", "files_missing", "invalid_plugin"
+            *_WRITE_ERRORS,
+            "version_exists",
+            "name_taken",
+            "files_missing",
+            "invalid_plugin",
+            "plugin_too_large",
         ),
     },
     dependencies=[Depends(guard_json_body)],
 )
 async def publish(ctx: Context, auth: Manager, body: PublishBody) -> JSONResponse:
-    files = [PluginFile(p, f.sha256, f.size, f.executable) for p, f in body.files.items()]
-    published = await _registry(ctx).publish(files, scope=_scope(auth), visibility=body.visibility)
-    doc = {**version_doc(published.version), "ignored": list(published.ignored)}
+    files = [
+        PluginFile(path=p, sha256=f.sha256, size=f.size, executable=f.executable)
+        for p, f in body.files.items()
+    ]
+    registry = _registry(ctx)
+    published = await registry.publish(
+        files,
+        scope=_scope(auth),
+        visibility=body.visibility,
+        name=body.name,
+        version=body.version,
+    )
+    doc = {
+        **version_doc(published.version),
+        **await _contents(registry, published.version),
+        "egress_requested": await registry.egress_request(published.version),
+    }
     return JSONResponse(doc, status_code=201 if published.created else 200)
 
 
@@ -275,7 +347,31 @@ async def plugin(ctx: Context, auth: Reader, name: PluginName) -> JSONResponse:
 async def plugin_version(
     ctx: Context, auth: Reader, name: PluginName, version: str
 ) -> JSONResponse:
-    return JSONResponse(version_doc(await _registry(ctx).version(name, version, _scope(auth))))
+    registry = _registry(ctx)
+    found = await registry.version(name, version, _scope(auth))
+    doc = version_doc(found) | await _contents(registry, found)
+    return JSONResponse(doc | {"egress_requested": await registry.egress_request(found)})
+
+
+async def _contents(registry: Registry, version: PluginVersion) -> dict[str, Any]:
+    """What reading the version says: its problems, servers, commands and hooks."""
+    try:
+        plugin = await registry.plugin_of(version)
+    except Refused:  # published by a newer, laxer opennua: its files are still listed
+        return {}
+    return {
+        "problems": [problem_doc(p) for p in plugin.problems],
+        "commands": [
+            {"name": c.name, "description": c.description, "argument_hint": c.argument_hint}
+            for c in plugin.commands
+        ],
+        "hooks": [{"event": h.event, "matcher": h.matcher} for h in plugin.hooks],
+        "servers": [
+            {"name": s.name, "prefix": s.prefix, "transport": s.transport,
+             "configured": s.configured}
+            for s in plugin.mcp_servers
+        ],
+    }  # fmt: skip
 
 
 # -- channels --------------------------------------------------------------------------------
@@ -326,7 +422,9 @@ async def deploy(
     ctx: Context, auth: Manager, name: PluginName, body: DeploymentSpec
 ) -> JSONResponse:
     # Credential references name secrets of the workspace the deployment is saved in.
-    return JSONResponse(deployment_doc(await _registry(ctx).deploy(name, body, _scope(auth))))
+    registry = _registry(ctx)
+    saved = await registry.deploy(name, body, _scope(auth))
+    return JSONResponse(deployment_doc(saved) | await _beside(registry, body, auth))
 
 
 @router.get("/v1/deployments", response_model=DeploymentList, responses=errors_doc(*_READ_ERRORS))
@@ -339,4 +437,17 @@ async def deployments(ctx: Context, auth: Reader) -> JSONResponse:
     "/v1/deployments/{name}", response_model=DeploymentDoc, responses=errors_doc(*_READ_ERRORS)
 )
 async def deployment(ctx: Context, auth: Reader, name: PluginName) -> JSONResponse:
-    return JSONResponse(deployment_doc(await _registry(ctx).deployment(name, _scope(auth))))
+    registry = _registry(ctx)
+    found = await registry.deployment(name, _scope(auth))
+    spec = DeploymentSpec.model_validate(found.spec)
+    return JSONResponse(deployment_doc(found) | await _beside(registry, spec, auth))
+
+
+async def _beside(registry: Registry, spec: DeploymentSpec, auth: Authorized) -> dict[str, Any]:
+    """What a single deployment's answer shows beside its spec, from its plugin version."""
+    scope = _scope(auth)
+    problems = await registry.problems(spec, scope)
+    return {
+        "egress_requested": await registry.egress_request(spec, scope),
+        "problems": [dataclasses.asdict(p) for p in problems],
+    }

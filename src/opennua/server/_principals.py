@@ -1,5 +1,5 @@
-"""Who is who: the caller (`whoami`), workspaces and their members, users, agent
-principals, API tokens, and usage attributed to execution principals.
+"""Who is who: the caller (`whoami`), workspaces and their members (and their tokens),
+users and server admins, agent principals and API tokens.
 
 Each route hands the authenticated caller to `opennua.auth.Authority`, which checks the
 caller against the object (`Denied` becomes problem JSON in `_app`).
@@ -7,9 +7,6 @@ caller against the object (`Denied` becomes problem JSON in `_app`).
 
 from __future__ import annotations
 
-from collections import defaultdict
-from datetime import datetime
-from decimal import Decimal
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query
@@ -17,11 +14,10 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from opennua.auth import NEEDS, Permission, Role, allows
-from opennua.host import rfc3339
-from opennua.runtime import usage_cost
+from opennua.protocol import timestamp
 from opennua.store import MembershipRecord, PrincipalRecord, TokenRecord
 
-from ._authz import Anyone, Manager, Reader
+from ._authz import Anyone, Manager, Reader, ServerAdmin
 from ._edge import BODY_ERRORS, Context, errors_doc, guard_json_body, ts
 
 router = APIRouter()
@@ -71,6 +67,8 @@ class PrincipalDoc(BaseModel):
     created_by: str | None
     created_at: str
     disabled: bool
+    #: A server admin: creates and disables users, sees every principal.
+    server_admin: bool
 
 
 class PrincipalList(BaseModel):
@@ -82,6 +80,7 @@ class WhoAmI(BaseModel):
     kind: Literal["user", "agent"]
     name: str
     token_id: str
+    server_admin: bool
     workspaces: list[WorkspaceDoc]
 
 
@@ -115,32 +114,14 @@ class TokenList(BaseModel):
     items: list[TokenDoc]
 
 
-class UsageItem(BaseModel):
-    key: str | None
-    input_tokens: int
-    output_tokens: int
-    cache_read_input_tokens: int
-    cache_creation_input_tokens: int
-    reasoning_output_tokens: int
-    responses: int
-    #: USD of the priced responses, from the genai-prices table (a decimal string).
-    cost_usd: str
-    #: Responses no price is known for: `cost_usd` leaves them out.
-    unpriced_responses: int
+class MemberTokenDoc(TokenDoc):
+    workspace_id: str
+    #: When it was revoked for this workspace's work (it may still open others).
+    revoked_here_at: str | None
 
 
-class UsageDoc(BaseModel):
-    by: str
-    since: str | None
-    items: list[UsageItem]
-
-
-def _moment(stamp: str) -> datetime | None:
-    """When a response was recorded (prices change over time), if its stamp says."""
-    try:
-        return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
-    except ValueError:
-        return None
+class MemberTokenList(BaseModel):
+    items: list[MemberTokenDoc]
 
 
 def _principal(p: PrincipalRecord) -> dict[str, Any]:
@@ -150,8 +131,9 @@ def _principal(p: PrincipalRecord) -> dict[str, Any]:
         "name": p.name,
         "workspace_id": p.workspace_id,
         "created_by": p.created_by,
-        "created_at": rfc3339(p.created_at),
+        "created_at": timestamp(p.created_at),
         "disabled": p.disabled_at is not None,
+        "server_admin": p.admin_since is not None,
     }
 
 
@@ -169,7 +151,7 @@ def _token(t: TokenRecord) -> dict[str, Any]:
         "token_id": t.token_id,
         "principal_id": t.principal_id,
         "name": t.name,
-        "created_at": rfc3339(t.created_at),
+        "created_at": timestamp(t.created_at),
         "expires_at": ts(t.expires_at),
         "revoked_at": ts(t.revoked_at),
     }
@@ -189,6 +171,7 @@ async def whoami(ctx: Context, auth: Anyone) -> JSONResponse:
             "kind": caller.kind,
             "name": caller.name,
             "token_id": caller.token_id,
+            "server_admin": caller.server_admin,
             "workspaces": [
                 {"workspace_id": wid, "name": workspaces[wid].name, "role": role}
                 for wid, role in caller.roles.items()
@@ -285,8 +268,55 @@ async def disable_agent(ctx: Context, auth: Anyone, principal_id: str) -> JSONRe
 
 @router.get("/v1/users", response_model=PrincipalList, responses=errors_doc(*_ERRORS))
 async def list_users(ctx: Context, auth: Anyone) -> JSONResponse:
+    """The users you may manage: every one for a server admin; for a workspace admin, the
+    members of the workspaces they administer and the users they added."""
     users = await ctx.authority.list_users(auth.caller)
     return JSONResponse({"items": [_principal(u) for u in users]})
+
+
+@router.get(
+    "/v1/principals",
+    response_model=PrincipalList,
+    responses=errors_doc(*_ERRORS, "validation_error"),
+)
+async def list_principals(
+    ctx: Context, auth: ServerAdmin, kind: Literal["user", "agent"] | None = None
+) -> JSONResponse:
+    """Every principal of the server, users and agent principals (server admins)."""
+    found = await ctx.authority.list_principals(auth.caller, kind)
+    return JSONResponse({"items": [_principal(p) for p in found]})
+
+
+@router.put(
+    "/v1/admins/{principal_id}", response_model=PrincipalDoc, responses=errors_doc(*_ERRORS)
+)
+async def grant_admin(ctx: Context, auth: ServerAdmin, principal_id: str) -> JSONResponse:
+    """Make a user a server admin (server admins)."""
+    user = await ctx.authority.set_server_admin(auth.caller, principal_id, True)
+    return JSONResponse(_principal(user))
+
+
+@router.delete(
+    "/v1/admins/{principal_id}",
+    response_model=PrincipalDoc,
+    responses=errors_doc(*_ERRORS, "last_server_admin"),
+)
+async def revoke_admin(ctx: Context, auth: ServerAdmin, principal_id: str) -> JSONResponse:
+    """A server admin no longer (never the last one)."""
+    user = await ctx.authority.set_server_admin(auth.caller, principal_id, False)
+    return JSONResponse(_principal(user))
+
+
+@router.post(
+    "/v1/users/{principal_id}/disable",
+    response_model=PrincipalDoc,
+    responses=errors_doc(*_ERRORS, "last_server_admin"),
+)
+async def disable_user(ctx: Context, auth: ServerAdmin, principal_id: str) -> JSONResponse:
+    """Cut a person off everywhere (server admins): all their tokens are refused, their
+    open streams close and the executions on their rights end `revoked`, within a second."""
+    user = await ctx.authority.disable_user(auth.caller, principal_id)
+    return JSONResponse(_principal(user))
 
 
 class UserCreated(PrincipalDoc):
@@ -301,7 +331,7 @@ class UserCreated(PrincipalDoc):
     responses=errors_doc(*_WRITE_ERRORS),
     dependencies=_BODY,
 )
-async def create_user(ctx: Context, auth: Anyone, body: NameBody) -> JSONResponse:
+async def create_user(ctx: Context, auth: ServerAdmin, body: NameBody) -> JSONResponse:
     user, token = await ctx.authority.create_user(auth.caller, body.name)
     response = JSONResponse({**_principal(user), "token": token}, status_code=201)
     response.headers["Cache-Control"] = "no-store"
@@ -345,48 +375,30 @@ async def revoke_token(ctx: Context, auth: Anyone, token_id: str) -> JSONRespons
     return JSONResponse(_token(record))
 
 
+def _member_token(workspace_id: str, t: TokenRecord, revoked_here: float | None) -> dict[str, Any]:
+    return {**_token(t), "workspace_id": workspace_id, "revoked_here_at": ts(revoked_here)}
+
+
 @router.get(
-    "/v1/usage", response_model=UsageDoc, responses=errors_doc(*_ERRORS, "validation_error")
+    "/v1/workspaces/{workspace_id}/tokens",
+    response_model=MemberTokenList,
+    responses=errors_doc(*_ERRORS),
 )
-async def usage(
-    ctx: Context,
-    auth: Reader,
-    by: Literal["principal", "workspace", "model"] = "principal",
-    since: Annotated[float | None, Query(ge=0, le=1e11, description="unix seconds")] = None,
-    workspace_id: Annotated[str | None, Query(max_length=128)] = None,
+async def list_member_tokens(ctx: Context, auth: Manager, workspace_id: str) -> JSONResponse:
+    """The tokens of this workspace's members (ids, never secrets), for its admins."""
+    found = await ctx.authority.workspace_tokens(auth.caller, workspace_id)
+    return JSONResponse({"items": [_member_token(workspace_id, t, at) for t, at in found]})
+
+
+@router.delete(
+    "/v1/workspaces/{workspace_id}/tokens/{token_id}",
+    response_model=MemberTokenDoc,
+    responses=errors_doc(*_ERRORS),
+)
+async def revoke_member_token(
+    ctx: Context, auth: Manager, workspace_id: str, token_id: str
 ) -> JSONResponse:
-    """The five token kinds and their cost per execution principal, workspace or model
-    (one workspace: the one named, else your first)."""
-    assert auth.workspace_id is not None
-    rows = await ctx.authority.store.usage([auth.workspace_id], since)
-    totals: dict[str | None, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    costs: dict[str | None, Decimal] = defaultdict(Decimal)
-    for row in rows:
-        key = {"principal": row.principal_id, "workspace": row.workspace_id, "model": row.model}[by]
-        for kind, n in row.tokens.items():
-            totals[key][kind] += n
-        totals[key]["responses"] += 1
-        provider, _, model = row.model.partition(":")
-        cost = usage_cost(provider, model, row.tokens, _moment(row.ts))
-        if cost is None:
-            totals[key]["unpriced_responses"] += 1
-        else:
-            costs[key] += cost
-    kinds = (
-        "input_tokens",
-        "output_tokens",
-        "cache_read_input_tokens",
-        "cache_creation_input_tokens",
-        "reasoning_output_tokens",
-        "responses",
-    )
-    items = [
-        {
-            "key": key,
-            **{k: t.get(k, 0) for k in kinds},
-            "cost_usd": str(costs[key]),
-            "unpriced_responses": t.get("unpriced_responses", 0),
-        }
-        for key, t in sorted(totals.items(), key=lambda kv: str(kv[0]))
-    ]
-    return JSONResponse({"by": by, "since": ts(since), "items": items})
+    """Revoke a member's token for this workspace's work: it opens nothing here any more,
+    and what it started here ends `revoked`; their other workspaces are untouched."""
+    record, at = await ctx.authority.revoke_token_in(auth.caller, workspace_id, token_id)
+    return JSONResponse(_member_token(workspace_id, record, at))

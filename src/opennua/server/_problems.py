@@ -1,13 +1,14 @@
 """RFC 9457 problem details with a stable `code`, and the mapping of failures onto them.
 
 Every error leaves the API as `application/problem+json`; clients branch on `code`, never
-on `title` or `detail` wording. Store errors are translated here, at the edge.
+on `title` or `detail` wording. The errors of the store, the Host, auth and automation are
+translated here, at the edge, in one table (`FAILURES`).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -16,7 +17,17 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import BaseRoute, Route
 
-from opennua.store import BlobCorrupted, CommitUnknown, NotFound, Unavailable
+from opennua.auth import Denied
+from opennua.automation import AutomationError
+from opennua.host import Refused
+from opennua.store import (
+    BlobCorrupted,
+    CommitUnknown,
+    InvalidInput,
+    NotFound,
+    Unavailable,
+    WriteConflict,
+)
 
 PROBLEM_JSON = "application/problem+json"
 
@@ -44,19 +55,25 @@ CODES: dict[str, tuple[int, str]] = {
     "name_taken": (409, "Name taken"),
     "no_earlier_release": (409, "Nothing to roll back to"),
     "deployment_unresolvable": (409, "Deployment does not resolve"),
+    "plugin_not_visible": (409, "Plugin not readable by the execution principal"),
+    "last_server_admin": (409, "The last server admin"),
     "files_missing": (409, "Plugin files not uploaded"),
     "gone": (410, "Gone"),
     "link_expired": (410, "Download link expired"),
     "link_used": (410, "Download link already used"),
     "payload_too_large": (413, "Payload too large"),
+    "workspace_quota_exceeded": (413, "Workspace storage quota exceeded"),
     "unsupported_media_type": (415, "Unsupported media type"),
     "host_not_allowed": (421, "Host not allowed"),
     "validation_error": (422, "Validation error"),
     "idempotency_key_reused": (422, "Idempotency key reused"),
     "invalid_plugin": (422, "Invalid plugin"),
+    "plugin_too_large": (422, "Plugin too large"),
     "invalid_deployment": (422, "Invalid deployment"),
     "invalid_schedule": (422, "Invalid schedule"),
     "invalid_hook": (422, "Invalid hook"),
+    "invalid_subscription": (422, "Invalid subscription"),
+    "unknown_command": (422, "Unknown slash command"),
     "invalid_payload": (422, "Invalid webhook payload"),
     "invalid_secret": (422, "Invalid secret"),
     "secret_missing": (422, "Credential reference names no secret"),
@@ -74,14 +91,9 @@ _BY_STATUS = {
 }
 
 
-class Problem(Exception):
-    """Raise anywhere in a route to answer with problem JSON."""
-
-    def __init__(self, code: str, detail: str, **extra: Any) -> None:
-        super().__init__(detail)
-        self.code = code
-        self.detail = detail
-        self.extra = extra
+class Problem(Refused):
+    """Raise anywhere in a route to answer with problem JSON (`code`, `detail` and more
+    members): the Host's refusal, raised by the server itself."""
 
 
 def problem_body(code: str, detail: str, **extra: Any) -> tuple[int, dict[str, Any]]:
@@ -138,10 +150,6 @@ def index_methods(app: FastAPI, routes: Iterable[BaseRoute]) -> None:
 def install(app: FastAPI) -> None:
     """Register the handlers that turn every failure into problem JSON."""
 
-    @app.exception_handler(Problem)
-    async def _problem(request: Request, exc: Problem) -> JSONResponse:
-        return problem_response(exc.code, exc.detail, **exc.extra)
-
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         errors = [
@@ -161,22 +169,39 @@ def install(app: FastAPI) -> None:
             headers["Allow"] = ", ".join(_allowed_methods(request))
         return ProblemResponse(body, status_code=exc.status_code, headers=headers)
 
-    @app.exception_handler(NotFound)
-    async def _not_found(request: Request, exc: NotFound) -> JSONResponse:
-        return problem_response("not_found", f"{exc.kind} {exc.key} not found")
+    for kind in FAILURES:
+        app.add_exception_handler(kind, _failure)
 
-    @app.exception_handler(Unavailable)
-    async def _unavailable(request: Request, exc: Unavailable) -> JSONResponse:
-        return problem_response("unavailable", "the store is unavailable; retry later")
+    @app.exception_handler(Exception)
+    async def _internal(request: Request, exc: Exception) -> JSONResponse:
+        # Starlette still re-raises after this response, so the error is logged.
+        return problem_response("internal_error", "an unexpected error occurred")
 
-    @app.exception_handler(CommitUnknown)
-    async def _commit_unknown(request: Request, exc: CommitUnknown) -> JSONResponse:
-        # The database went away at COMMIT (a restart): the write may have landed. A
-        # retransmission under the same Idempotency-Key replays it or does it, once.
-        return problem_response(
-            "unavailable", "the store went away while committing; retry with the same key"
-        )
 
-    @app.exception_handler(BlobCorrupted)
-    async def _corrupted(request: Request, exc: BlobCorrupted) -> JSONResponse:
-        return problem_response("blob_corrupted", "the artifact's stored bytes do not verify")
+async def _failure(request: Request, exc: Exception) -> JSONResponse:
+    # The most specific entry wins, as Starlette picks the handler (by the MRO).
+    kind = next(k for k in type(exc).__mro__ if k in FAILURES)
+    code, detail, extra = FAILURES[kind](exc)
+    return problem_response(code, detail, **extra)
+
+
+Mapped = tuple[str, str, dict[str, Any]]
+
+#: A failure raised by the packages behind the routes -> (code, detail, extra members).
+FAILURES: dict[type[Exception], Callable[[Any], Mapped]] = {
+    NotFound: lambda exc: ("not_found", f"{exc.kind} {exc.key} not found", {}),
+    InvalidInput: lambda exc: ("validation_error", exc.reason, {}),
+    WriteConflict: lambda exc: ("already_exists", str(exc), {}),
+    Unavailable: lambda exc: ("unavailable", "the store is unavailable; retry later", {}),
+    # The database went away at COMMIT (a restart): the write may have landed. A
+    # retransmission under the same Idempotency-Key replays it or does it, once.
+    CommitUnknown: lambda exc: (
+        "unavailable",
+        "the store went away while committing; retry with the same key",
+        {},
+    ),
+    BlobCorrupted: lambda exc: ("blob_corrupted", "the artifact's stored bytes do not verify", {}),
+    Refused: lambda exc: (exc.code, exc.detail, exc.extra),
+    Denied: lambda exc: (exc.code, exc.detail, {}),
+    AutomationError: lambda exc: (exc.code, exc.detail, {}),
+}

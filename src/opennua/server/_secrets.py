@@ -14,7 +14,7 @@ from fastapi import APIRouter, Depends, Path
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from opennua.host import rfc3339
+from opennua.protocol import timestamp
 from opennua.secrets import MAX_VALUE_BYTES, NAME_PATTERN, SecretError, SecretInfo, SecretStore
 
 from ._authz import Authorized, Manager, Reader
@@ -45,9 +45,9 @@ class SecretList(BaseModel):
 def secret_doc(s: SecretInfo) -> dict[str, Any]:
     return {
         "name": s.name,
-        "created_at": rfc3339(s.created_at),
-        "updated_at": rfc3339(s.updated_at),
-        "last_used_at": None if s.last_used_at is None else rfc3339(s.last_used_at),
+        "created_at": timestamp(s.created_at),
+        "updated_at": timestamp(s.updated_at),
+        "last_used_at": None if s.last_used_at is None else timestamp(s.last_used_at),
     }
 
 

@@ -21,28 +21,28 @@ import socket
 import struct
 import sys
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Collection
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.protocols.utils import ClientDisconnected
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
+from opennua._common import write_private
 from opennua.auth import Authority
-from opennua.automation import Scheduler
+from opennua.automation import SUBSCRIPTION_RETRY, Deliverer, Outbound, Scheduler
 from opennua.gateway import Gateway, issue_ticket
-from opennua.host import Hub, SessionHost
+from opennua.host import DEFAULT_WORKSPACE_QUOTA, Hub, SessionHost
 from opennua.runtime import (
-    AgentDefinition,
-    GatewayRoute,
     ModelConfigError,
-    SandboxMode,
-    default_agent,
-    resolve_model,
-    sandbox_problem,
+    SandboxLimits,
+    check_model,
+    choose_sandbox,
+    describe_sandbox,
+    model_from_env,
 )
 from opennua.secrets import (
     SecretKeyError,
@@ -51,20 +51,28 @@ from opennua.secrets import (
     open_secret_store,
     rotate_key,
 )
+from opennua.server._a2a import push_renderer
 from opennua.server._app import MAX_BODY, create_app
 from opennua.server._gateway import with_gateway
 from opennua.server._guard import default_allowed_hosts
 from opennua.server._metrics import Metrics
+from opennua.server._revocations import follow_revocations
 from opennua.server._streams import ABORT_EXTENSION
 from opennua.server._tracing import Telemetry, telemetry_from_env
-from opennua.store import InvalidInput, Store, open_store
-from opennua.supervisor import DEFAULT_RETENTION, Supervisor
+from opennua.store import InvalidInput, Store, Unavailable, open_store
+from opennua.supervisor import DEFAULT_RETENTION
+
+if TYPE_CHECKING:
+    from opennua.runtime import AgentDefinition, GatewayRoute, Sandbox, SandboxMode
+    from opennua.supervisor import Supervisor
 
 Role = Literal["all", "host", "supervisor", "gateway"]
 DEFAULT_PORT = 7421
 #: `nua serve` exits with this (sysexits' EX_CONFIG) when its configuration cannot work,
 #: e.g. the model's provider key is missing: said at startup, not at the first turn.
 EXIT_CONFIG = 78
+#: ... and with this (EX_UNAVAILABLE) when its database did not answer within `db_wait`.
+EXIT_UNAVAILABLE = 69
 
 
 @dataclass(frozen=True)
@@ -77,8 +85,11 @@ class ServeConfig:
     model: str | None = None
     lease_ttl: float = 15.0
     deadline_seconds: float = 3600.0
-    #: How `shell` runs: under bubblewrap, or ("none", the operator's choice) unconfined.
-    sandbox: SandboxMode = "bwrap"
+    #: How `shell` and stdio MCP servers run: `auto` (bubblewrap where it starts, else
+    #: Landlock), `bwrap`, `landlock`, or ("none", the operator's choice) unconfined.
+    sandbox: str = "auto"
+    #: Resource limits of every sandboxed program (docs/runtime.md, "The sandbox").
+    sandbox_limits: SandboxLimits = field(default_factory=SandboxLimits)
     #: Host header values allowed besides the defaults (the bound address, `localhost`,
     #: `127.0.0.1` and `[::1]` with the port); `NAME` allows any port, `*` any Host.
     allowed_hosts: tuple[str, ...] = ()
@@ -92,10 +103,33 @@ class ServeConfig:
     #: Seconds the workspace of an ended session is kept before its blobs are collected
     #: (docs/workspace.md "Retention"); 0 or less: kept forever.
     workspace_retention: float = DEFAULT_RETENTION
+    #: Bytes of uploaded plugin files each workspace may hold (docs/plugins.md
+    #: "Publishing"); None: no limit.
+    workspace_quota: int | None = DEFAULT_WORKSPACE_QUOTA
+    #: Event subscriptions may be delivered to loopback and private addresses
+    #: (docs/subscriptions.md, "Egress"); off: public addresses only.
+    allow_private_subscriptions: bool = False
+    #: Seconds before a failed delivery's first retry (then doubled per try, up to an hour).
+    subscription_retry_base: float = 5.0
+    #: Seconds a starting process waits for its database to answer: a server started
+    #: during a database restart (or before it, by a service manager) rides it out
+    #: instead of crash-looping.
+    db_wait: float = 60.0
+
+    def __post_init__(self) -> None:
+        # Absolute from the start: the sandbox binds workspaces by path after changing
+        # into them, so a relative data directory named nothing there ("bwrap: Can't find
+        # source path"), and every other path derived from it would move with the cwd.
+        object.__setattr__(self, "data_dir", Path(self.data_dir).resolve())
+
+    @property
+    def sandbox_mode(self) -> SandboxMode:
+        """The mode in force: `auto` resolved (bubblewrap is tried once per process)."""
+        return choose_sandbox(self.sandbox)
 
     @property
     def db_url(self) -> str:
-        return self.db or f"sqlite:///{self.data_dir.resolve()}/nua.db"
+        return self.db or f"sqlite:///{self.data_dir}/nua.db"
 
 
 class _AbortableHttpTools(HttpToolsProtocol):
@@ -182,45 +216,42 @@ def private_dir(path: Path) -> None:
             os.chmod(directory, 0o700)  # mkdir's mode is masked by the umask
 
 
-def write_private(path: Path, text: str) -> None:
-    """Replace `path` with `text`, mode 0600 whatever the umask (written aside, renamed)."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.fchmod(fd, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
-    os.replace(temporary, path)
-
-
 def owner_token(data_dir: Path) -> str:
     """The local owner token, created once with mode 0600 (the CLI reads it from here)."""
     path = data_dir / "token"
-    if path.exists():
-        return _read_token(path)
-    private_dir(data_dir)
-    token = secrets.token_urlsafe(32)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
+    if not path.exists():
+        private_dir(data_dir)
+        token = secrets.token_urlsafe(32)
+        if write_private(path, token + "\n", replace=False):
+            return token
         # Another process sharing this data directory created it first: use theirs.
-        return _read_token(path)
-    os.fchmod(fd, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(token + "\n")
+    token = path.read_text(encoding="utf-8").strip()
+    if not token:
+        raise RuntimeError(f"the owner token file {path} is empty")
     return token
 
 
-def _read_token(path: Path) -> str:
-    for _ in range(50):
-        token = path.read_text(encoding="utf-8").strip()
-        if token:
-            return token
-        time.sleep(0.01)  # the creator has the file open and is about to write it
-    raise RuntimeError(f"the owner token file {path} is empty")
+async def _open_store_waiting(config: ServeConfig) -> Store:
+    """The store, once its database answers: retried (1 s, then up to 5 s apart) for
+    `config.db_wait` seconds, said once on stderr. A bad URL exits EXIT_CONFIG at once, a
+    database still silent at the deadline EXIT_UNAVAILABLE."""
+    deadline = time.monotonic() + config.db_wait
+    delay, said = 1.0, False
+    while True:
+        try:
+            return await open_store(config.db_url, data_dir=config.data_dir, blobs=config.blobs)
+        except InvalidInput as exc:
+            print(f"nua serve: {exc}", file=sys.stderr, flush=True)
+            raise SystemExit(EXIT_CONFIG) from None
+        except Unavailable as exc:
+            if time.monotonic() + delay > deadline:
+                print(f"nua serve: {exc}", file=sys.stderr, flush=True)
+                raise SystemExit(EXIT_UNAVAILABLE) from None
+            if not said:
+                print(f"nua serve: waiting for the database: {exc}", file=sys.stderr, flush=True)
+                said = True
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 5.0)
 
 
 async def serve(config: ServeConfig) -> None:
@@ -228,21 +259,21 @@ async def serve(config: ServeConfig) -> None:
 
     Exits with EXIT_CONFIG (after one line on stderr) when a supervisor could not run the
     configured model, e.g. its provider key is missing.
+
+    Ready (`/readyz`) as soon as the store is open and HTTP listens: the Supervisor, the
+    runtime it imports and the recovery it does (claiming what a killed process left
+    running, the deadline sweep) start right after, behind it (docs/reliability.md).
     """
-    agent = default_agent(config.model)
+    model = config.model or model_from_env()
     if config.role in ("all", "supervisor"):
         try:
-            resolve_model(agent.model)
+            check_model(model)
         except ModelConfigError as exc:
             print(f"nua serve: {exc}", file=sys.stderr, flush=True)
             raise SystemExit(EXIT_CONFIG) from None
     private_dir(config.data_dir)
     token = owner_token(config.data_dir)
-    try:
-        store = await open_store(config.db_url, data_dir=config.data_dir, blobs=config.blobs)
-    except InvalidInput as exc:
-        print(f"nua serve: {exc}", file=sys.stderr, flush=True)
-        raise SystemExit(EXIT_CONFIG) from None
+    store = await _open_store_waiting(config)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -254,15 +285,29 @@ async def serve(config: ServeConfig) -> None:
     try:
         secret_store = await _open_secrets(store, config)
         await _serve(
-            config, agent, store, secret_store, stop, supervisor_id, token, metrics, telemetry
+            config, model, store, secret_store, stop, supervisor_id, token, metrics, telemetry
         )
     finally:
         telemetry.shutdown()  # spans and metrics still queued are exported, not lost
 
 
+@dataclass
+class _Running:
+    """What the process runs, filled in as it starts (the Host reports appends to the
+    Supervisor, which starts after it)."""
+
+    supervisor: Supervisor | None = None
+
+    async def recheck_grants(self, principal_ids: Collection[str]) -> None:
+        """The app's revocation follower reaches this process's Supervisor through this
+        (it starts after the app): `_revocations.Rechecks`."""
+        if self.supervisor is not None:
+            await self.supervisor.recheck_grants(principal_ids)
+
+
 async def _serve(
     config: ServeConfig,
-    agent: AgentDefinition,
+    model: str,
     store: Store,
     secret_store: SecretStore,
     stop: asyncio.Event,
@@ -274,37 +319,17 @@ async def _serve(
     async with store:
         # Zero setup: the first start makes the default workspace, whose owner's token is
         # the local owner token (and moves sessions from before workspaces into it).
-        authority = Authority(store)
+        # Login cookies and download links are MACed with the server's secret: every host
+        # sharing NUA_SECRET_KEY accepts them, and a reader of the database forges none.
+        authority = Authority(store, secret_key=secret_store.mac_key("authority"))
         await authority.bootstrap(token)
-        supervisor: Supervisor | None = None
+        running = _Running()
         tasks: list[asyncio.Task[None]] = []
+        #: What ends a task that runs until told (at shutdown).
+        closing: list[Callable[[], None]] = []
         gateway = None
         if config.role in ("all", "gateway"):
             gateway = Gateway(store, secret_store, tracer_provider=telemetry.tracer_provider)
-        issuer = None
-        if config.gateway_url is not None:
-            issuer = _issuer(store, config.gateway_url)
-        elif config.role == "all":
-            # Its own gateway, reached in-process (the URL names it in spans and errors).
-            issuer = _issuer(store, f"http://{_reach(config.host)}:{config.port}", gateway)
-        if config.role in ("all", "supervisor"):
-            supervisor = Supervisor(
-                store,
-                agent,
-                supervisor_id=supervisor_id,
-                data_dir=config.data_dir,
-                ttl=config.lease_ttl,
-                sandbox=config.sandbox,
-                tracing=telemetry.tracing,
-                on_claim=metrics.claims.inc,
-                on_fenced=metrics.fenced_writes.inc,
-                on_append=metrics.actions_appended.inc,
-                grant_check=authority.renew_grant,
-                gateway=issuer,
-                sandbox_secret=secret_store.get,
-                retention=config.workspace_retention if config.workspace_retention > 0 else None,
-            )
-            tasks.append(asyncio.create_task(supervisor.run()))
         server = None
         if config.role == "gateway":
             assert gateway is not None
@@ -319,10 +344,12 @@ async def _serve(
                 hub,
                 clock=time.time,
                 deadline_seconds=config.deadline_seconds,
-                on_append=lambda count: _appended(metrics, supervisor, count),
+                on_append=lambda count: _appended(metrics, running.supervisor, count),
                 grant_check=authority.grant_problem,
+                workspace_quota=config.workspace_quota,
+                priced=_model_priced,
             )
-            await host.registry.ensure_builtin(agent.model)
+            await host.registry.ensure_builtin(model)
             allowed = [*default_allowed_hosts(config.host, config.port), *config.allowed_hosts]
             app = create_app(
                 host,
@@ -332,37 +359,149 @@ async def _serve(
                 metrics=metrics,
                 allowed_hosts=allowed,
                 secrets=secret_store,
+                supervisor=running,
+                allow_private_subscriptions=config.allow_private_subscriptions,
             )
             served = app if gateway is None else with_gateway(app, gateway)
             server = uvicorn.Server(uvicorn_config(served, config.host, config.port))
             tasks.append(asyncio.create_task(server.serve()))
+            await _listening(server, tasks[-1])
             # So `nua run` and friends on this data directory find the server without --url.
             write_private(config.data_dir / "url", f"http://{_reach(config.host)}:{config.port}\n")
         scheduler: Scheduler | None = None
-        if supervisor is not None:
+        deliverer: Deliverer | None = None
+        if config.role in ("all", "supervisor"):
+            supervisor = await _start_executing(
+                config, model, store, authority, metrics, telemetry, secret_store,
+                gateway, supervisor_id, running,
+                None if host is None else host.published,
+            )  # fmt: skip
+            tasks.append(asyncio.create_task(supervisor.run()))
+            if host is None:
+                host = _supervisor_host(config, store, metrics, supervisor, authority)
+                # No app follows revocations here: stop this process's attempts on the
+                # grants a revocation breaks, then end what they left parked.
+                rights = store.watch_rights()
+                revocations = follow_revocations(
+                    rights, authority, supervisor=supervisor, host=host
+                )
+                tasks.append(asyncio.create_task(revocations))
+                closing.append(rights.close)
             # Schedules fire where executions run; one scheduler at a time holds the lease.
             scheduler = Scheduler(
                 store,
-                host or _supervisor_host(config, store, metrics, supervisor, authority),
+                host,
                 scheduler_id=supervisor_id,
                 ttl=config.lease_ttl,
                 on_fire=lambda lag: _fired(metrics, lag),
             )
             tasks.append(asyncio.create_task(scheduler.run()))
+            # Subscriptions are delivered beside it, under a lease of their own.
+            deliverer = Deliverer(
+                store,
+                secret_store,
+                deliverer_id=supervisor_id,
+                outbound=Outbound(allow_private=config.allow_private_subscriptions),
+                retry=replace(SUBSCRIPTION_RETRY, base=config.subscription_retry_base),
+                ttl=config.lease_ttl,
+                renderers={"a2a": push_renderer},
+            )
+            tasks.append(asyncio.create_task(deliverer.run()))
         settle_heap()
-        _announce(config, agent.model, supervisor_id, token)
+        _announce(config, model, supervisor_id, token)
         await stop.wait()
         if scheduler is not None:
             await scheduler.shutdown()
-        if supervisor is not None:
-            await supervisor.shutdown()
+        if deliverer is not None:
+            await deliverer.shutdown()
+        if running.supervisor is not None:
+            await running.supervisor.shutdown()
         if server is not None:
             server.should_exit = True
+        for close in closing:
+            close()
         for task in tasks:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(task, 10)
         if gateway is not None:
             await gateway.aclose()  # its last audit records are written
+
+
+async def _listening(server: uvicorn.Server, task: asyncio.Task[None]) -> None:
+    """Until uvicorn has bound its socket (or failed to: its error is raised here)."""
+    while not server.started:
+        if task.done():
+            task.result()
+            raise RuntimeError("the HTTP server stopped before it started")
+        await asyncio.sleep(0.005)
+
+
+async def _start_executing(
+    config: ServeConfig,
+    model: str,
+    store: Store,
+    authority: Authority,
+    metrics: Metrics,
+    telemetry: Telemetry,
+    secret_store: SecretStore,
+    gateway: Gateway | None,
+    supervisor_id: str,
+    running: _Running,
+    published: Callable[[str, list[dict[str, Any]]], Awaitable[None]] | None = None,
+) -> Supervisor:
+    """The Supervisor of this process. What it imports (the agent loop: pydantic-ai, the
+    MCP client; seconds of CPU) is imported here, after HTTP answers, and in a thread, so
+    the event loop goes on answering meanwhile; its recovery runs in its own loop."""
+    agent, supervisor_class = await asyncio.to_thread(_load_executing, model)
+    # Which confinement is in force (`auto` tries bubblewrap once per process): in a
+    # thread too, for the same reason.
+    sandbox = await asyncio.to_thread(_sandbox_of, config)
+    issuer = None
+    if config.gateway_url is not None:
+        issuer = _issuer(store, config.gateway_url)
+    elif config.role == "all":
+        # Its own gateway, reached in-process (the URL names it in spans and errors).
+        issuer = _issuer(store, f"http://{_reach(config.host)}:{config.port}", gateway)
+    running.supervisor = supervisor_class(
+        store,
+        agent,
+        supervisor_id=supervisor_id,
+        data_dir=config.data_dir,
+        ttl=config.lease_ttl,
+        sandbox=sandbox,
+        tracing=telemetry.tracing,
+        on_claim=metrics.claims.inc,
+        on_fenced=metrics.fenced_writes.inc,
+        on_append=metrics.actions_appended.inc,
+        # This process's Host fans out and folds the attempts' actions as committed,
+        # without reading them back; other processes' Hosts follow the store.
+        on_committed=published,
+        grant_check=authority.renew_grant,
+        gateway=issuer,
+        sandbox_secret=secret_store.get,
+        retention=config.workspace_retention if config.workspace_retention > 0 else None,
+    )
+    return running.supervisor
+
+
+def _load_executing(model: str) -> tuple[AgentDefinition, type[Supervisor]]:
+    from opennua.runtime import default_agent
+    from opennua.supervisor import Supervisor
+
+    return default_agent(model), Supervisor
+
+
+def _sandbox_of(config: ServeConfig) -> Sandbox:
+    from opennua.runtime import Sandbox
+
+    return Sandbox(config.sandbox_mode, config.sandbox_limits)
+
+
+def _model_priced(model: str) -> bool:
+    """The runtime's `model_priced`, imported when a deployment is first saved."""
+    from opennua.runtime import model_priced
+
+    return model_priced(model)
 
 
 #: Young-generation collections: one per this many net allocations (CPython's default
@@ -391,9 +530,12 @@ def settle_heap() -> None:
 def _issuer(
     store: Store, url: str, here: Gateway | None = None
 ) -> Callable[[str, int], Awaitable[GatewayRoute]]:
+    from opennua.runtime import GatewayRoute
+
     async def issue(execution_id: str, epoch: int) -> GatewayRoute:
         ticket = await issue_ticket(store, execution_id, epoch, time.time())
-        return GatewayRoute(url, ticket, app=here)
+        egress = here.egress.over_stream if here is not None else None
+        return GatewayRoute(url, ticket, app=here, egress=egress)
 
     return issue
 
@@ -427,6 +569,7 @@ def _supervisor_host(
         deadline_seconds=config.deadline_seconds,
         on_append=lambda count: _appended(metrics, supervisor, count),
         grant_check=authority.grant_problem,
+        workspace_quota=config.workspace_quota,
     )
 
 
@@ -481,20 +624,8 @@ def _announce(config: ServeConfig, model: str, supervisor_id: str, token: str) -
         lines.append(f"web UI: {url}/login?token={token}")
     if config.role in ("all", "supervisor"):
         lines.append(f"supervisor {supervisor_id}")
-        lines.append(_sandbox_banner(config.sandbox))
+        lines.append(describe_sandbox(config.sandbox_mode))
     print("\n".join(lines), flush=True, file=sys.stdout)
-
-
-def _sandbox_banner(mode: SandboxMode) -> str:
-    if mode == "none":
-        return "sandbox: NONE — shell commands run unconfined"
-    problem = sandbox_problem(mode)  # tried once per process; the supervisor reuses it
-    if problem is not None:
-        return (
-            f"sandbox: bubblewrap UNAVAILABLE ({problem}) — shell commands are refused; "
-            "--sandbox none runs them unconfined"
-        )
-    return "sandbox: bubblewrap"
 
 
 def _reach(host: str) -> str:

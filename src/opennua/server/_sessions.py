@@ -8,8 +8,9 @@ from fastapi import APIRouter, Depends, Query
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, JsonValue
 
-from opennua.host import rfc3339
-from opennua.protocol import CreateSession, UpdateSession
+from opennua.protocol import CreateSession, UpdateSession, timestamp
+from opennua.protocol.intents import NAME_PATTERN
+from opennua.store import SessionFilter
 
 from ._authz import Acting, Reader
 from ._edge import (
@@ -20,10 +21,10 @@ from ._edge import (
     IdempotencyKey,
     UpdateSessionBody,
     answer,
-    build,
     errors_doc,
     guard_json_body,
     intent_key,
+    intent_of,
 )
 
 router = APIRouter()
@@ -54,6 +55,8 @@ class SessionItem(BaseModel):
     plugin: str | None
     deployment: str | None
     snapshot_digest: str | None
+    #: Who created it (the principal its turns run as unless its deployment says otherwise).
+    principal_id: str | None
 
 
 class SessionList(BaseModel):
@@ -86,15 +89,8 @@ async def create_session(
     key: IdempotencyKey = None,
     workspace_id: _Workspace = None,
 ) -> JSONResponse:
-    intent = build(
-        CreateSession,
-        intent_id=intent_key(ctx.host, body, key),
-        client_id=body.client_id,
-        title=body.title,
-        metadata=body.metadata,
-        deployment=body.deployment,
-    )
-    result = await ctx.host.create_session(intent, actor=auth.actor(ctx.authority))
+    intent = intent_of(CreateSession, body, intent_key(ctx.host, body, key))
+    result = await ctx.host.submit(None, intent, actor=auth.actor(ctx.authority))
     found = result.ids if result.type == "accepted" else {}
     return answer(
         ctx.metrics, "create_session", result, 201, {"session_id": found.get("session_id")}
@@ -109,28 +105,50 @@ async def list_sessions(
     cursor: Annotated[str | None, Query(pattern=_CURSOR, description="a `next_cursor`")] = None,
     workspace_id: _Workspace = None,
     status: Annotated[Literal["idle", "running", "requires_action"] | None, Query()] = None,
-    deployment: Annotated[str | None, Query(pattern=r"^[a-z0-9][a-z0-9._-]{0,63}$")] = None,
+    deployment: Annotated[str | None, Query(pattern=NAME_PATTERN)] = None,
+    principal_id: Annotated[
+        str | None, Query(max_length=128, description="the principal that created it")
+    ] = None,
+    needs_input: Annotated[
+        bool | None, Query(description="true: an input request is open; false: none is")
+    ] = None,
+    since: Annotated[
+        float | None, Query(ge=0, le=1e11, description="created at or after (unix seconds)")
+    ] = None,
+    until: Annotated[
+        float | None, Query(ge=0, le=1e11, description="created before (unix seconds)")
+    ] = None,
+    q: Annotated[
+        str | None, Query(min_length=1, max_length=200, description="in the title, any case")
+    ] = None,
 ) -> JSONResponse:
-    page = await ctx.host.list_sessions(
-        limit=limit,
-        cursor=cursor,
+    """Newest first; every filter given must hold. Pages are a keyset (`next_cursor`), so
+    the hundredth page costs what the first does and stays stable while sessions are made."""
+    where = SessionFilter(
         workspace_id=auth.workspace_id,
         status=status,
         deployment=deployment,
+        principal_id=principal_id,
+        needs_input=needs_input,
+        since=since,
+        until=until,
+        title=q,
     )
+    page = await ctx.host.list_sessions(limit=limit, cursor=cursor, where=where)
     items = [
         {
             "session_id": s.session.session_id,
             "title": s.session.title or "",
-            "created_at": rfc3339(s.session.created_at),
+            "created_at": timestamp(s.session.created_at),
             "last_seq": s.session.last_seq,
             "metadata": s.session.metadata or {},
             "status": s.status,
-            "last_activity_at": rfc3339(s.last_activity_at),
+            "last_activity_at": timestamp(s.last_activity_at),
             "open_input_requests": s.open_input_requests,
             "plugin": s.session.plugin,
             "deployment": s.session.deployment,
             "snapshot_digest": s.session.snapshot_digest,
+            "principal_id": s.session.principal_id,
         }
         for s in page.items
     ]
@@ -161,13 +179,8 @@ async def update_session(
     body: UpdateSessionBody,
     key: IdempotencyKey = None,
 ) -> JSONResponse:
-    intent = build(
-        UpdateSession,
-        intent_id=intent_key(ctx.host, body, key),
-        client_id=body.client_id,
-        title=body.title,
-    )
-    result = await ctx.host.update_session(session_id, intent, actor=auth.actor(ctx.authority))
+    intent = intent_of(UpdateSession, body, intent_key(ctx.host, body, key))
+    result = await ctx.host.submit(session_id, intent, actor=auth.actor(ctx.authority))
     return answer(ctx.metrics, "update_session", result, 200, {"session_id": session_id})
 
 

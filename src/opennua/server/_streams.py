@@ -4,7 +4,9 @@ Both read from one Hub subscription, so a slow connection costs at most its boun
 queue; it then gets `resync` and must fetch a snapshot. Both give up on a peer that stops
 reading: a write that cannot complete within the send timeout ends the connection, so a
 stalled reader pins neither its subscription nor what was queued for it. Heartbeats keep
-proxies from closing idle connections and let clients notice a dead link.
+proxies from closing idle connections and let clients notice a dead link. A stream is a
+request like any other: when its caller may no longer read the session (a revocation,
+`_revocations`), it ends at once, saying why.
 """
 
 from __future__ import annotations
@@ -22,19 +24,11 @@ from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from opennua.host import Actor, Frame, Hub, SessionHost, parse_traceparent, trace_parent
-from opennua.protocol import (
-    AnswerInput,
-    Cancel,
-    IntentResult,
-    Rejected,
-    ReportDelivery,
-    RetryTurn,
-    SendMessage,
-    UpdateSession,
-)
+from opennua.protocol import IntentResult, Rejected
 from opennua.protocol.intents import INTENT_ADAPTER
 
 from ._edge import json_problems
+from ._revocations import Watched
 
 HEARTBEAT_SECONDS = 15.0
 SEND_TIMEOUT_SECONDS = 10.0
@@ -64,12 +58,16 @@ class SSEResponse(Response):
         *,
         heartbeat: float = HEARTBEAT_SECONDS,
         send_timeout: float = SEND_TIMEOUT_SECONDS,
+        watch: contextlib.AbstractAsyncContextManager[Watched] | None = None,
     ) -> None:
+        """`watch`: registers the stream's caller for as long as it streams
+        (`Streams.watching`), so that a revocation ends it."""
         self._hub = hub
         self._session_id = session_id
         self._after = after
         self._heartbeat = heartbeat
         self._send_timeout = send_timeout
+        self._watch = watch
         self.status_code = 200
         self.background = None
         self.media_type = "text/event-stream"
@@ -85,13 +83,14 @@ class SSEResponse(Response):
             disconnected.set()
 
         listener = asyncio.ensure_future(listen())
-        pump = asyncio.ensure_future(self._pump(send))
-        try:
-            await asyncio.wait({listener, pump}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            pump.cancel()
-            with contextlib.suppress(BaseException):
-                await pump
+        async with self._watch if self._watch is not None else contextlib.nullcontext() as watched:
+            pump = asyncio.ensure_future(self._pump(send, watched))
+            try:
+                await asyncio.wait({listener, pump}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                pump.cancel()
+                with contextlib.suppress(BaseException):
+                    await pump
         stalled = pump.done() and not pump.cancelled() and isinstance(pump.exception(), _Stalled)
         if stalled and not disconnected.is_set():
             abort = scope.get("extensions", {}).get(ABORT_EXTENSION, {}).get("abort")
@@ -109,7 +108,7 @@ class SSEResponse(Response):
             if error is not None and not isinstance(error, _Stalled | OSError):
                 raise error
 
-    async def _pump(self, send: Send) -> None:
+    async def _pump(self, send: Send, watched: Watched | None) -> None:
         async def write(text: str, more: bool = True) -> None:
             data = text.encode()
             for start in range(0, max(len(data), 1), SSE_PIECE):
@@ -128,6 +127,8 @@ class SSEResponse(Response):
         await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
         await write(": connected\n\n")
         async with self._hub.subscribe(self._session_id, self._after) as subscription:
+            if watched is not None:
+                watched.attach(subscription)
             async for batch in subscription.batches(self._heartbeat):
                 if not batch:
                     await write(": heartbeat\n\n")
@@ -136,6 +137,11 @@ class SSEResponse(Response):
                 await write("".join(_sse_event(frame) for frame in batch))
                 if batch[-1].kind == "resync":
                     break
+        if watched is not None and watched.denied is not None:
+            # The caller may no longer read this session: say why, and end the response.
+            why = {"code": watched.denied.code, "detail": watched.denied.detail}
+            await write(f"event: revoked\ndata: {json.dumps(why)}\n\n", more=False)
+            return
         await write("", more=False)
 
 
@@ -161,10 +167,12 @@ async def websocket_session(
     send_timeout: float = SEND_TIMEOUT_SECONDS,
     on_intent: OnIntent | None = None,
     actor: Actor | None = None,
+    watched: Watched | None = None,
 ) -> None:
     """Actions out, intents in, on one accepted socket; ends with close code 4000 after
-    `resync`, 1007 after a frame that is not JSON (or too deep to be an intent). Intents
-    act as `actor`; None refuses them (a caller who may only read)."""
+    `resync`, 1007 after a frame that is not JSON (or too deep to be an intent), and
+    4401/4403 when `watched`'s caller may no longer read the session. Intents act as
+    `actor`; None refuses them (a caller who may only read, or no longer act)."""
     send_lock = asyncio.Lock()
 
     async def send(text: str) -> None:
@@ -175,6 +183,8 @@ async def websocket_session(
 
     async def pump_out() -> None:
         async with hub.subscribe(session_id, after) as subscription:
+            if watched is not None:
+                watched.attach(subscription)
             async for batch in subscription.batches(heartbeat):
                 if not batch:
                     await send('{"type":"heartbeat"}')
@@ -206,7 +216,8 @@ async def websocket_session(
                 return "the JSON is nested too deeply"
             except ValueError:
                 return "frames must be JSON intents"
-            reply = await _handle_intent(host, session_id, data, client_id, on_intent, actor)
+            acting = actor if watched is None or watched.may_act else None
+            reply = await _handle_intent(host, session_id, data, client_id, on_intent, acting)
             if reply is None:
                 return "the JSON is nested too deeply"
             await send(json.dumps(reply))
@@ -229,6 +240,8 @@ async def websocket_session(
     if errors:
         _log.error("websocket for %s failed", session_id, exc_info=errors[0])
         code, reason = 1011, "internal error"
+    elif watched is not None and watched.denied is not None:
+        code, reason = watched.close_code, watched.denied.code
     elif out.done() and not out.cancelled() and out.exception() is None:
         code, reason = RESYNC_CLOSE_CODE, "resync"
     elif inbound.done() and not inbound.cancelled() and inbound.exception() is None:
@@ -271,38 +284,18 @@ async def _handle_intent(
             "code": "validation_error",
             "detail": json.loads(json.dumps(exc.errors(include_url=False), default=str)),
         }
-    token = trace_parent.set("00-{}-{}-{}".format(*parsed) if parsed else None)
-    try:
-        result = await dispatch(host, session_id, intent, actor)
-    finally:
-        trace_parent.reset(token)
-    if on_intent is not None:
-        on_intent(intent.type, result.type)
-    return {"type": "result", "result": result.model_dump(mode="json")}
-
-
-async def dispatch(
-    host: SessionHost,
-    session_id: str,
-    intent: SendMessage | Cancel | AnswerInput | RetryTurn | UpdateSession | ReportDelivery,
-    actor: Actor | None,
-) -> IntentResult:
-    """The one way an intent reaches the Host, from HTTP and WebSocket alike. `actor`
-    None: the caller may read the session but not act on it (a viewer's socket)."""
-    if actor is None:
-        return Rejected(
+    if actor is None:  # the caller may read the session but not act on it
+        result: IntentResult = Rejected(
             intent_id=intent.intent_id,
             code="insufficient_role",
             message="your role in this workspace may only read",
         )
-    if isinstance(intent, SendMessage):
-        return await host.send_message(session_id, intent, actor=actor)
-    if isinstance(intent, Cancel):
-        return await host.cancel(session_id, intent, actor=actor)
-    if isinstance(intent, AnswerInput):
-        return await host.answer_input(session_id, intent, actor=actor)
-    if isinstance(intent, RetryTurn):
-        return await host.retry_turn(session_id, intent, actor=actor)
-    if isinstance(intent, ReportDelivery):
-        return await host.report_delivery(session_id, intent, actor=actor)
-    return await host.update_session(session_id, intent, actor=actor)
+    else:
+        token = trace_parent.set("00-{}-{}-{}".format(*parsed) if parsed else None)
+        try:
+            result = await host.submit(session_id, intent, actor=actor)
+        finally:
+            trace_parent.reset(token)
+    if on_intent is not None:
+        on_intent(intent.type, result.type)
+    return {"type": "result", "result": result.model_dump(mode="json")}

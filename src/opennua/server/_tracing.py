@@ -10,35 +10,49 @@ traces are exported. Prompt and completion content is recorded only with
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
-from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 from prometheus_client import CollectorRegistry
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from opennua._common import (
+    env_flag,
+    otlp_protocol,
+    otlp_span_exporter,
+    service_resource,
+    traces_enabled,
+)
 from opennua.host import parse_traceparent, trace_parent
-from opennua.runtime import Tracing, pinned_ids
+
+if TYPE_CHECKING:
+    from opennua.runtime import Tracing
 
 CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
-_TRUE = {"1", "true", "yes", "on"}
 
 
 class _PinnableIds(RandomIdGenerator):
     """Random ids, except the turn span's, which the Host fixed at acceptance."""
 
+    def __init__(self) -> None:
+        # Imported when traces are on: the runtime is not loaded before HTTP answers.
+        from opennua.runtime import pinned_ids
+
+        self._pinned = pinned_ids
+
     def generate_span_id(self) -> int:
-        pinned = pinned_ids.get()
+        pinned = self._pinned.get()
         return pinned[1] if pinned is not None else super().generate_span_id()
 
     def generate_trace_id(self) -> int:
-        pinned = pinned_ids.get()
+        pinned = self._pinned.get()
         return pinned[0] if pinned is not None else super().generate_trace_id()
 
 
@@ -46,9 +60,21 @@ class _PinnableIds(RandomIdGenerator):
 class Telemetry:
     """What `nua serve` hands its supervisor; `shutdown()` flushes what is queued."""
 
-    tracing: Tracing
     tracer_provider: TracerProvider | None
     meter_provider: MeterProvider
+    include_content: bool
+
+    @functools.cached_property
+    def tracing(self) -> Tracing:
+        """The runtime's view of these providers, made when the supervisor first needs
+        it (the runtime is imported after `nua serve` answers HTTP)."""
+        from opennua.runtime import Tracing
+
+        return Tracing(
+            tracer_provider=self.tracer_provider,
+            meter_provider=self.meter_provider,
+            include_content=self.include_content,
+        )
 
     def shutdown(self) -> None:
         if self.tracer_provider is not None:
@@ -56,41 +82,8 @@ class Telemetry:
         self.meter_provider.shutdown()
 
 
-def traces_enabled(env: Mapping[str, str]) -> bool:
-    if env.get("OTEL_SDK_DISABLED", "").lower() in _TRUE:
-        return False
-    exporter = env.get("OTEL_TRACES_EXPORTER", "").strip().lower()
-    if exporter:
-        return exporter != "none"
-    return bool(
-        env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-    )
-
-
-def _protocol(env: Mapping[str, str], signal: str) -> str:
-    return (
-        env.get(f"OTEL_EXPORTER_OTLP_{signal}_PROTOCOL", env.get("OTEL_EXPORTER_OTLP_PROTOCOL", ""))
-        .strip()
-        .lower()
-        or "http/protobuf"
-    )
-
-
-def _span_exporter(env: Mapping[str, str]) -> Any:
-    # Imported only when used: the exporters pull in protobuf (and gRPC).
-    if _protocol(env, "TRACES") == "grpc":
-        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-
-        return OTLPSpanExporter()
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
-        OTLPSpanExporter as HttpSpanExporter,
-    )
-
-    return HttpSpanExporter()
-
-
 def _metric_exporter(env: Mapping[str, str]) -> Any:
-    if _protocol(env, "METRICS") == "grpc":
+    if otlp_protocol(env, "METRICS") == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
 
         return OTLPMetricExporter()
@@ -107,23 +100,18 @@ def telemetry_from_env(env: Mapping[str, str], registry: CollectorRegistry) -> T
     metrics also go to `registry`."""
     from opentelemetry.exporter.prometheus import PrometheusMetricReader
 
-    defaults = {"service.name": "opennua"}
-    resource = Resource.create(defaults if "OTEL_SERVICE_NAME" not in env else {})
+    resource = service_resource(env, "opennua")
     readers: list[MetricReader] = [PrometheusMetricReader(registry=registry)]
     tracer_provider: TracerProvider | None = None
     if traces_enabled(env):
         tracer_provider = TracerProvider(resource=resource, id_generator=_PinnableIds())
-        processor: SpanProcessor = BatchSpanProcessor(_span_exporter(env))
+        processor: SpanProcessor = BatchSpanProcessor(otlp_span_exporter(env))
         tracer_provider.add_span_processor(processor)
         if env.get("OTEL_METRICS_EXPORTER", "otlp").strip().lower() != "none":
             readers.append(PeriodicExportingMetricReader(_metric_exporter(env)))
     meter_provider = MeterProvider(resource=resource, metric_readers=readers)
-    tracing = Tracing(
-        tracer_provider=tracer_provider,
-        meter_provider=meter_provider,
-        include_content=env.get(CONTENT_ENV, "").strip().lower() in _TRUE,
-    )
-    return Telemetry(tracing, tracer_provider, meter_provider)
+    content = env_flag(env, CONTENT_ENV)
+    return Telemetry(tracer_provider, meter_provider, content)
 
 
 class TraceParent:

@@ -16,8 +16,9 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
+from opennua.protocol import timestamp
 from opennua.protocol.actions import LOST_PATHS_LIMIT
 from opennua.runtime import (
     AgentDefinition,
@@ -25,28 +26,40 @@ from opennua.runtime import (
     Answer,
     Completed,
     DerivedIds,
+    EgressRelay,
     GatewayRoute,
     OwnershipLost,
     RunEnv,
     RuntimeFailure,
-    SandboxMode,
+    Sandbox,
     Stopped,
     Suspended,
     Tracing,
+    invoke_command,
 )
 from opennua.store import (
     Claimed,
     Execution,
+    ExecutionJournal,
     Fenced,
     FencedTransaction,
+    FileStore,
+    InputStore,
+    LogStore,
     NotFound,
-    Store,
+    RegistryStore,
     Unavailable,
 )
-from opennua.supervisor._journal import BlobArtifacts, StoreJournal, host_action, rfc3339
-from opennua.supervisor._snapshot import SandboxSecret, agent_for
+from opennua.supervisor._journal import BlobArtifacts, Committed, StoreJournal, host_action
+from opennua.supervisor._snapshot import Agents, SandboxSecret, agent_for
 from opennua.supervisor._tracing import attempt_scope, emit_turn_span
 from opennua.supervisor._workspace import EMPTY, Workspace, WorkspaceLock
+
+
+class AttemptStore(LogStore, ExecutionJournal, InputStore, FileStore, RegistryStore, Protocol):
+    """What an attempt needs: its execution's journal, its input requests, and what its
+    snapshot and workspace are read from."""
+
 
 log = logging.getLogger("opennua.supervisor")
 _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
@@ -70,8 +83,11 @@ class AttemptConfig:
     model: Any = None  # a pydantic-ai Model overriding the agent's (tests)
     on_fenced: Callable[[], None] = lambda: None  # metrics: a write or renewal was fenced
     on_append: Callable[[int], None] = lambda count: None  # metrics: actions appended
-    #: How `shell` commands run: under bubblewrap, or (the operator's choice) unconfined.
-    sandbox: SandboxMode = "bwrap"
+    #: This process's Host, handed each unit's committed actions (None: no Host here).
+    on_committed: Committed | None = None
+    #: How `shell` commands and stdio MCP servers run: confined (and how), or (the
+    #: operator's choice) not; each attempt adds its egress proxy's socket.
+    sandbox: Sandbox = dataclasses.field(default_factory=Sandbox)
     #: Why the execution's grant no longer holds, or None (renewing it when it does).
     grant_check: GrantCheck | None = None
     #: The runtime's interval clock (delta batching); a simulation passes its virtual one.
@@ -82,6 +98,8 @@ class AttemptConfig:
     gateway: GatewayIssuer | None = None
     #: Reads a secret for a deployment's confirmed `sandbox_env`; None: no secret store.
     sandbox_secret: SandboxSecret | None = None
+    #: The agents built per execution snapshot, shared by this supervisor's attempts.
+    agents: Agents = dataclasses.field(default_factory=Agents)
 
 
 #: How often an attempt waiting for its workspace looks again.
@@ -93,7 +111,7 @@ GrantCheck = Callable[[str], Awaitable[str | None]]
 GatewayIssuer = Callable[[str, int], Awaitable[GatewayRoute]]
 
 
-def execution_workspace(data_dir: Path, execution: Execution) -> Path:
+def execution_dir(data_dir: Path, execution: Execution) -> Path:
     """The directory an execution's tools work in, created if need be.
 
     It is the session's: an attempt restores into it the last workspace manifest the
@@ -113,7 +131,7 @@ def execution_workspace(data_dir: Path, execution: Execution) -> Path:
 
 class AttemptRunner:
     def __init__(
-        self, store: Store, agent: AgentDefinition, claimed: Claimed, config: AttemptConfig
+        self, store: AttemptStore, agent: AgentDefinition, claimed: Claimed, config: AttemptConfig
     ) -> None:
         self.store = store
         self.agent = agent
@@ -128,7 +146,7 @@ class AttemptRunner:
         execution = claimed.execution
         index = config.data_dir / "workspace-index"
         self.workspace = Workspace(
-            execution_workspace(config.data_dir, execution),
+            execution_dir(config.data_dir, execution),
             index / f"{execution.session_id}.json",
             store.blobs,
         )
@@ -143,6 +161,7 @@ class AttemptRunner:
             clock=config.clock,
             on_fenced=self._lost,
             on_append=config.on_append,
+            on_committed=config.on_committed,
             workspace=self.workspace,
             lease_held=lambda: self.config.monotonic() < self._lease_until,
             track_seqs=config.tracing is not None and config.tracing.tracer_provider is not None,
@@ -153,7 +172,7 @@ class AttemptRunner:
         self.config.on_fenced()
 
     def _ts(self) -> str:
-        return rfc3339(self.config.clock())
+        return timestamp(self.config.clock())
 
     async def _write(self, fill: Callable[[FencedTransaction], object]) -> list[int]:
         return await self.journal.write(fill)
@@ -323,7 +342,7 @@ class AttemptRunner:
         env = RunEnv(
             execution_id=execution.execution_id,
             root_run_id=ids("run", "root"),
-            workspace=execution_workspace(self.config.data_dir, execution),
+            workdir=execution_dir(self.config.data_dir, execution),
             ids=ids,
             artifacts=BlobArtifacts(self.store),
             sandbox=self.config.sandbox,
@@ -339,18 +358,37 @@ class AttemptRunner:
             ),
         )
         cache = self.config.data_dir / "plugins"
-        agent, limits = await agent_for(
-            self.store, self.agent, execution, cache, self.config.sandbox_secret
+        bound = await agent_for(
+            self.store, self.agent, execution, cache, self.config.sandbox_secret, self.config.agents
         )
-        if self.config.gateway is not None and any(s.url for s in agent.mcp_servers):
+        agent = bound.agent
+        # Network for sandboxed code goes through the egress proxy, only what the
+        # deployment lists (unconfined, the operator's choice, it has the host's anyway).
+        egress = bool(bound.egress) and env.sandbox.mode != "none"
+        route = None
+        if self.config.gateway is not None and (egress or any(s.url for s in agent.mcp_servers)):
             # A ticket for this attempt only: a later attempt (epoch) gets its own.
             route = await self.config.gateway(execution.execution_id, self.claimed.epoch)
             route = dataclasses.replace(route, on_revoked=self._gateway_refused)
             env = dataclasses.replace(env, gateway=route)
-        loop = AgentLoop(agent, self.journal, env, model=self.config.model, limits=limits)
-        parts = execution.input or []
-        prompt = "".join(p.get("text", "") for p in parts if isinstance(p, dict))
-        return await loop.run(prompt, answers=await self._answers(), cancel=self.cancel)
+        async with contextlib.AsyncExitStack() as stack:
+            if egress:
+                if route is None:
+                    raise RuntimeFailure(
+                        "the deployment allows egress, which goes through the gateway, and "
+                        "this supervisor has none (run `nua serve --role all`, or give "
+                        "supervisors --gateway-url)",
+                        code="gateway_unavailable",
+                    )
+                socket = await stack.enter_async_context(EgressRelay(route))
+                env.sandbox = dataclasses.replace(env.sandbox, egress=socket)
+            parts = execution.input or []
+            text = "".join(p.get("text", "") for p in parts if isinstance(p, dict))
+            # `/name args`: the plugin's command, expanded here from the pinned plugin, so
+            # every attempt of the execution runs the same prompt with the same tools.
+            agent, prompt = invoke_command(agent, text)
+            loop = AgentLoop(agent, self.journal, env, model=self.config.model, limits=bound.limits)
+            return await loop.run(prompt, answers=await self._answers(), cancel=self.cancel)
 
     async def _heartbeat(self) -> None:
         execution = self.claimed.execution
@@ -374,6 +412,14 @@ class AttemptRunner:
             if execution.deadline_at is not None and now >= execution.deadline_at:
                 self.deadline_passed = True
                 self.cancel.set()
+
+    async def recheck_grant(self) -> bool:
+        """Check the grant now, as the next heartbeat would (a revocation named its
+        principal): when it no longer holds, the attempt stops. True if it stops."""
+        if await self._grant_revoked():
+            self.cancel.set()  # the loop stops; a tool call in flight is `unknown`
+            return True
+        return False
 
     async def _gateway_refused(self) -> None:
         """The gateway refused a call because the grant no longer holds: check it now,
@@ -417,7 +463,10 @@ class AttemptRunner:
 
             await self._write(park)
         elif isinstance(outcome, Completed):
-            await self._end("end_turn", None)
+            # The structured result rides on the turn's end: one fact, seen by every client
+            # and every subscriber of `turn.ended`.
+            result = {"output": outcome.result} if outcome.structured else {}
+            await self._end("end_turn", None, result)
         elif isinstance(outcome, Stopped):
             reason: str = "deadline_exceeded" if self.deadline_passed else outcome.stop_reason
             error = outcome.error.model_dump(mode="json") if outcome.error else None
@@ -425,12 +474,14 @@ class AttemptRunner:
                 reason, error = "revoked", self._revoked_error()
             await self._end(reason, error)
 
-    async def _end(self, stop_reason: str, error: dict[str, Any] | None) -> None:
+    async def _end(
+        self, stop_reason: str, error: dict[str, Any] | None, extra: dict[str, Any] | None = None
+    ) -> None:
         action = host_action(
             self.claimed.execution,
             "turn.ended",
             "turn.ended",
-            {"stop_reason": stop_reason, "error": error},
+            {"stop_reason": stop_reason, "error": error, **(extra or {})},
             self._ts(),
         )
         status = _EXECUTION_STATUS[stop_reason]

@@ -2,26 +2,27 @@
 
 A step's actions, its checkpoint record, its ledger ops, the Host-owned records the
 step implies (an opened input request, a published artifact's metadata) and, after a tool
-call, the workspace manifest (`workspace.committed`) commit in one fenced unit, so what
+call that may have changed files, the workspace manifest (`workspace.committed`) commit in
+one fenced unit, so what
 clients see, what a new attempt resumes from and the files it finds never diverge.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
+import logging
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from opennua.protocol import action_id, envelope, timestamp
 from opennua.protocol.actions import (
-    PROTOCOL_VERSION,
     ArtifactPublished,
     InputRequestOpened,
+    ToolCallStarted,
     ToolCallUpdated,
 )
-from opennua.protocol.ids import action_id
 from opennua.runtime import (
     BlobsUnavailable,
-    CheckpointRecord,
+    CheckpointWrite,
     LedgerOp,
     OwnershipLost,
     RuntimeEvent,
@@ -31,48 +32,47 @@ from opennua.store import (
     ArtifactRecord,
     Claimed,
     Execution,
+    ExecutionJournal,
     Fenced,
     FencedTransaction,
+    FileStore,
     InputRequestRecord,
-    Store,
     Unavailable,
 )
 from opennua.supervisor._projector import project
 from opennua.supervisor._workspace import Manifest, Workspace
 
+_log = logging.getLogger(__name__)
 
-def rfc3339(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="milliseconds")[:-6] + "Z"
+#: `(session_id, actions)`: actions a unit committed, with their seqs, in seq order.
+Committed = Callable[[str, list[dict[str, Any]]], Awaitable[None]]
 
 
 def host_action(
     execution: Execution, key: str, type_: str, data: dict[str, Any], ts: str
 ) -> dict[str, Any]:
     """An action the supervisor emits about the execution itself (id derived, so it dedupes)."""
-    return {
-        "v": PROTOCOL_VERSION,
-        "session_id": execution.session_id,
-        "id": action_id(execution.execution_id, key),
-        "type": type_,
-        "ts": ts,
-        "turn_id": execution.turn_id,
-        "run_id": None,
-        "client_id": None,
-        "intent_id": None,
-        "data": data,
-    }
+    return envelope(
+        execution.session_id,
+        action_id(execution.execution_id, key),
+        type_,
+        ts,
+        data,
+        turn_id=execution.turn_id,
+    )
 
 
 class StoreJournal:
     def __init__(
         self,
-        store: Store,
+        store: ExecutionJournal,
         claimed: Claimed,
         *,
         owner: str,
         clock: Callable[[], float],
         on_fenced: Callable[[], None] = lambda: None,
         on_append: Callable[[int], None] = lambda count: None,
+        on_committed: Committed | None = None,
         workspace: Workspace | None = None,
         track_seqs: bool = False,
         lease_held: Callable[[], bool] = lambda: True,
@@ -88,10 +88,13 @@ class StoreJournal:
         self._manifest: str | None = None  # the last one committed (or restored)
         self._pending: str | None = None  # committed by the unit being written
         self._workspace_commits = 0
+        #: The calls started in this attempt whose declared kind cannot change a file.
+        self._no_writes: set[str] = set()
         self._owner = owner
         self._clock = clock
         self._on_fenced = on_fenced
         self._on_append = on_append
+        self._on_committed = on_committed
 
     @property
     def session_id(self) -> str:
@@ -103,12 +106,12 @@ class StoreJournal:
             session_id=self._execution.session_id,
             turn_id=self._execution.turn_id,
             execution_id=self._execution.execution_id,
-            ts=rfc3339(self._clock()),
+            ts=timestamp(self._clock()),
         )
 
     async def write(self, fill: Callable[[FencedTransaction], object]) -> list[int]:
-        """One fenced unit; a lost fence becomes the runtime's `Fenced` (stop at once).
-        Returns the seqs of the actions it appended to the session."""
+        """One fenced unit; the store's `Fenced` (the fence was lost) becomes the runtime's
+        `OwnershipLost` (stop at once). Returns the seqs of the actions it appended."""
         try:
             async with self._store.fenced(
                 self._execution.execution_id, self._epoch, owner=self._owner
@@ -123,7 +126,15 @@ class StoreJournal:
             self._manifest = pending
             self._workspace_commits += 1
         self._on_append(sum(len(seqs) for seqs in tx.seqs.values()))
-        return tx.seqs.get(self.session_id, [])
+        seqs = tx.seqs.get(self.session_id, [])
+        if self._on_committed is not None and seqs:
+            # Durable by now: a failure here must not fail the step (the Host's store
+            # follower finds the actions anyway, as another process's Host does).
+            try:
+                await self._on_committed(self.session_id, tx.appended(self.session_id))
+            except Exception:
+                _log.warning("handing actions to the Host failed", exc_info=True)
+        return seqs
 
     def seqs_of(self, name: str | None) -> list[int]:
         """The seqs of a run's actions (`name` a run id), or of the events whose key starts
@@ -162,20 +173,37 @@ class StoreJournal:
             "bytes": manifest.bytes,
         }
         key = f"attempt/{self._attempt}/workspace/{self._workspace_commits}"
-        return [host_action(execution, key, "workspace.committed", data, rfc3339(self._clock()))]
+        return [host_action(execution, key, "workspace.committed", data, timestamp(self._clock()))]
+
+    def _note_kinds(self, events: Sequence[RuntimeEvent]) -> None:
+        for event in events:
+            data = event.data
+            if isinstance(data, ToolCallStarted) and data.kind in _READ_ONLY:
+                self._no_writes.add(data.tool_call_id)
+
+    def _may_have_written(self, event: RuntimeEvent) -> bool:
+        """Whether `event` ends a tool call that may have written files. A model step or a
+        plan update cannot have; nor can a call of a kind that only reads (its tool's
+        declared kind, as ACP clients see it). A call an earlier attempt started may have."""
+        data = event.data
+        if not isinstance(data, ToolCallUpdated) or data.status not in _RAN:
+            return False
+        return data.tool_call_id not in self._no_writes
 
     async def emit(self, events: Sequence[RuntimeEvent]) -> None:
+        self._note_kinds(events)
         actions = self.actions(events)
         self._track(events, await self.write(lambda tx: tx.append(self.session_id, actions)))
 
     async def commit(
         self,
         events: Sequence[RuntimeEvent],
-        checkpoints: Sequence[CheckpointRecord],
+        checkpoints: Sequence[CheckpointWrite],
         ledger: Sequence[LedgerOp] = (),
     ) -> None:
+        self._note_kinds(events)
         actions = self.actions(events)
-        if any(_ends_a_tool_call(event) for event in events):
+        if any(self._may_have_written(event) for event in events):
             actions += await self.workspace_actions()
         now = self._clock()
 
@@ -253,17 +281,14 @@ class StoreJournal:
 
 
 _RAN = frozenset({"completed", "failed", "cancelled", "unknown"})
-
-
-def _ends_a_tool_call(event: RuntimeEvent) -> bool:
-    # A tool may have written files; a model step or a plan update cannot have.
-    return isinstance(event.data, ToolCallUpdated) and event.data.status in _RAN
+#: Tool kinds declared not to change files: a workspace commit after them finds nothing.
+_READ_ONLY = frozenset({"read", "search", "think", "fetch"})
 
 
 class BlobArtifacts:
     """The runtime's artifact port on the blob store (content-addressed: re-runs are safe)."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: FileStore) -> None:
         self._store = store
 
     async def put(self, data: bytes, *, name: str, media_type: str) -> str:

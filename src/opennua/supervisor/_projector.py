@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from opennua.protocol.actions import PROTOCOL_VERSION
-from opennua.protocol.ids import action_id
+from opennua.protocol import action_id, envelope
 from opennua.runtime import RuntimeEvent
 
 
@@ -20,17 +19,14 @@ def project(
 ) -> list[dict[str, Any]]:
     """Envelopes (without seq) for `events`; the same event always gets the same action id."""
     return [
-        {
-            "v": PROTOCOL_VERSION,
-            "session_id": session_id,
-            "id": action_id(execution_id, event.key),
-            "type": event.type,
-            "ts": ts,
-            "turn_id": turn_id,
-            "run_id": event.run_id,
-            "client_id": None,
-            "intent_id": None,
-            "data": event.data.model_dump(mode="json"),
-        }
+        envelope(
+            session_id,
+            action_id(execution_id, event.key),
+            event.type,
+            ts,
+            event.data.model_dump(mode="json"),
+            turn_id=turn_id,
+            run_id=event.run_id,
+        )
         for event in events
     ]

@@ -13,17 +13,29 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from opennua.runtime import AgentDefinition, SandboxMode, Tracing, sandbox_problem
-from opennua.store import Execution, Store, StoreError
-from opennua.supervisor._attempt import AttemptConfig, AttemptRunner, GatewayIssuer, GrantCheck
-from opennua.supervisor._journal import host_action, rfc3339
-from opennua.supervisor._retention import Collector
+from opennua.protocol import timestamp
+from opennua.runtime import AgentDefinition, Sandbox, Tracing, sandbox_problem
+from opennua.store import Execution, StoreError
+from opennua.supervisor._attempt import (
+    AttemptConfig,
+    AttemptRunner,
+    AttemptStore,
+    GatewayIssuer,
+    GrantCheck,
+)
+from opennua.supervisor._journal import Committed, host_action
+from opennua.supervisor._retention import Collector, CollectorStore
 from opennua.supervisor._snapshot import SandboxSecret
 from opennua.supervisor._tracing import emit_turn_span
+
+
+class SupervisorStore(AttemptStore, CollectorStore, Protocol):
+    """What a supervisor claims, sweeps and collects with, and hands its attempts."""
+
 
 log = logging.getLogger("opennua.supervisor")
 
@@ -31,7 +43,7 @@ log = logging.getLogger("opennua.supervisor")
 class Supervisor:
     def __init__(
         self,
-        store: Store,
+        store: SupervisorStore,
         agent: AgentDefinition,
         *,
         supervisor_id: str,
@@ -42,19 +54,21 @@ class Supervisor:
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
         model: Any = None,
-        sandbox: SandboxMode = "bwrap",
+        sandbox: Sandbox | None = None,
         tracing: Tracing | None = None,
         on_claim: Callable[[], None] = lambda: None,
         on_fenced: Callable[[], None] = lambda: None,
         on_append: Callable[[int], None] = lambda count: None,
+        on_committed: Committed | None = None,
         grant_check: GrantCheck | None = None,
         gateway: GatewayIssuer | None = None,
         sandbox_secret: SandboxSecret | None = None,
         retention: float | None = None,
         collect_every: float = 3600.0,
     ) -> None:
-        """`sandbox`: how `shell` commands run, "bwrap" (refused where bubblewrap cannot
-        start) or "none" (unconfined: the operator's explicit choice). `grant_check`
+        """`sandbox`: how `shell` commands and stdio MCP servers run, confined (refused
+        where the sandbox cannot start; default bubblewrap) or, the operator's explicit
+        choice, mode "none", and their resource limits. `grant_check`
         re-checks (and renews) an execution's grant at claim and every heartbeat:
         `opennua.auth.Authority.renew_grant`. `gateway` issues each attempt that has remote
         MCP servers its route (and ticket) to the gateway. `retention`: seconds an ended
@@ -71,7 +85,8 @@ class Supervisor:
             model=model,
             on_fenced=on_fenced,
             on_append=on_append,
-            sandbox=sandbox,
+            on_committed=on_committed,
+            sandbox=sandbox or Sandbox(),
             grant_check=grant_check,
             tracing=tracing,
             gateway=gateway,
@@ -80,7 +95,13 @@ class Supervisor:
         self._collector = (
             None
             if retention is None
-            else Collector(store, retention=retention, clock=clock, data_dir=data_dir)
+            else Collector(
+                store,
+                retention=retention,
+                clock=clock,
+                data_dir=data_dir,
+                collector_id=supervisor_id,
+            )
         )
         self._collect_every = collect_every
         self._on_claim = on_claim
@@ -97,7 +118,7 @@ class Supervisor:
 
     async def run(self) -> None:
         # Bubblewrap is tried once, now, not at the first command (its answer is cached).
-        problem = await asyncio.to_thread(sandbox_problem, self.config.sandbox)
+        problem = await asyncio.to_thread(sandbox_problem, self.config.sandbox.mode)
         if problem is not None:
             log.warning("shell commands will be refused: %s", problem)
         sweeper = asyncio.create_task(self._sweep_forever())
@@ -168,7 +189,7 @@ class Supervisor:
         ends; the store commits those actions with the end itself.
         """
         now = self.config.clock()
-        ts = rfc3339(now)
+        ts = timestamp(now)
 
         def narrate(execution: Execution, expired: list[str]) -> list[dict[str, Any]]:
             actions = [
@@ -196,6 +217,22 @@ class Supervisor:
                     ended_at=now,
                     seqs=seqs,
                 )
+
+    async def recheck_grants(self, principal_ids: Collection[str], grace: float = 2.0) -> None:
+        """These principals' rights changed (the store's `watch_rights`): every attempt
+        here that runs on one of their grants checks it now instead of at its next
+        heartbeat. Those that stop are waited for (up to `grace`), so that a turn one
+        parked meanwhile is parked by the time the caller ends what nobody runs
+        (`SessionHost.end_revoked`)."""
+        running = [
+            (task, attempt)
+            for task, attempt in self._attempts.items()
+            if attempt.claimed.execution.principal_id in principal_ids
+        ]
+        stops = await asyncio.gather(*(attempt.recheck_grant() for _, attempt in running))
+        stopped = [task for (task, _), stops_now in zip(running, stops, strict=True) if stops_now]
+        if stopped:
+            await asyncio.wait(stopped, timeout=grace)
 
     async def shutdown(self, grace: float = 5.0) -> None:
         """Stop claiming; cancel running attempts and release their leases. Idempotent."""

@@ -62,11 +62,17 @@ class Workspace:
         self._index_path = index_path
         self._blobs = blobs
         self._index: dict[str, list[Any]] | None = None  # the file's contents, once read
+        #: The last manifest this object stored or restored: known to be in the blob store.
+        self._stored: str | None = None
 
     async def commit(self) -> Manifest:
-        """Store the files as they are now; return the manifest that names them."""
-        index = await self._loaded_index()
-        found, touched = await asyncio.to_thread(_scan, self.root, index)
+        """Store the files as they are now; return the manifest that names them. An
+        unchanged workspace costs one thread hop: the scan, which hashes nothing."""
+        if self._index is None:
+            found, touched, index = await asyncio.to_thread(self._scan_loaded)
+        else:
+            index = self._index
+            found, touched = await asyncio.to_thread(_scan, self.root, index)
         for rel in touched:
             st, sha256 = found[rel]
             sha256 = await self._store_file(rel, sha256)
@@ -74,16 +80,24 @@ class Workspace:
             index[rel] = [st.st_mtime_ns, st.st_size, st.st_ino, sha256]
         for rel in index.keys() - found.keys():
             del index[rel]
-        body = await asyncio.to_thread(_encode, found)
+        body = _encode(found)
         manifest = hashlib.sha256(body).hexdigest()
         # An unchanged workspace writes nothing, not even its manifest: a step that touched
         # no file does not depend on the blob store accepting writes.
-        if touched or not await self._blobs.exists(manifest):
+        if touched or (manifest != self._stored and not await self._blobs.exists(manifest)):
             manifest = (await self._blobs.put(body)).sha256
+        self._stored = manifest
         if touched or len(index) != len(found):
             await asyncio.to_thread(self._save_index, index)
         size = sum(st.st_size for st, _ in found.values())
         return Manifest(manifest, len(found), size)
+
+    def _scan_loaded(
+        self,
+    ) -> tuple[dict[str, tuple[os.stat_result, str]], set[str], dict[str, list[Any]]]:
+        self._index = index = self._load_index()
+        found, touched = _scan(self.root, index)
+        return found, touched, index
 
     async def restore(self, manifest: str) -> tuple[Manifest, list[str], int]:
         """Make the directory equal to ``manifest``; return it, the sorted paths whose local
@@ -112,6 +126,7 @@ class Workspace:
             st = await asyncio.to_thread(_write_file, self.root, rel, data, _mode(entry))
             index[rel] = [st.st_mtime_ns, st.st_size, st.st_ino, entry.sha256]
         await asyncio.to_thread(self._save_index, index)
+        self._stored = manifest
         size = sum(e.size for e in wanted.values())
         return Manifest(manifest, len(wanted), size), sorted(lost), written
 

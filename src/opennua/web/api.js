@@ -63,6 +63,8 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 export class Api {
   constructor({ base = "", fetchImpl = (...a) => globalThis.fetch(...a), pause = sleep } = {}) {
     this.base = base;
+    /** The workspace collection routes act in (`scoped`); null: the caller's first. */
+    this.workspaceId = null;
     this.fetch = fetchImpl;
     this.pause = pause;
   }
@@ -120,10 +122,34 @@ export class Api {
     }
   }
 
-  listSessions(cursor = null, limit = 50) {
-    const query = new URLSearchParams({ limit: String(limit) });
-    if (cursor) query.set("cursor", cursor);
-    return this.json("GET", `/v1/sessions?${query}`);
+  /**
+   * `path` with `params` as its query (null/undefined/"" left out) and, for a route that
+   * acts in "a workspace" (no object in its path), the workspace the console shows.
+   */
+  scoped(path, params = {}) {
+    const query = new URLSearchParams();
+    for (const [name, value] of Object.entries(params)) {
+      if (value !== null && value !== undefined && value !== "") query.set(name, String(value));
+    }
+    if (this.workspaceId && !query.has("workspace_id")) query.set("workspace_id", this.workspaceId);
+    const text = query.toString();
+    return text ? `${path}?${text}` : path;
+  }
+
+  /** GET a collection of the console's workspace. */
+  list(path, params = {}) {
+    return this.json("GET", this.scoped(path, params));
+  }
+
+  /** A page of sessions, newest first: `filters` as `GET /v1/sessions` takes them. */
+  listSessions({ cursor = null, limit = 50, ...filters } = {}) {
+    return this.list("/v1/sessions", { limit, cursor, ...filters });
+  }
+
+  /** One plugin version as the server reads it: its files, commands and hooks. */
+  pluginVersion(name, version) {
+    const path = `/v1/plugins/${encodeURIComponent(name)}/versions/${encodeURIComponent(version)}`;
+    return this.json("GET", path);
   }
 
   /** `{seq, state}`: the canonical state as the server folded it. */
@@ -134,16 +160,16 @@ export class Api {
   createSession({ title, clientId, intentId, deployment = null }) {
     const body = { title, client_id: clientId, intent_id: intentId };
     if (deployment) body.deployment = deployment;
-    return this.intent("/v1/sessions", body);
+    return this.intent(this.scoped("/v1/sessions"), body);
   }
 
   /** `{items: [{name, digest, spec, created_at}]}`: what a new session can run. */
   listDeployments() {
-    return this.json("GET", "/v1/deployments");
+    return this.list("/v1/deployments");
   }
 
   listSchedules(runs = 5) {
-    return this.json("GET", `/v1/schedules?runs=${runs}`);
+    return this.list("/v1/schedules", { runs });
   }
 
   sendMessage(sessionId, { text, ifBusy, clientId, intentId }) {

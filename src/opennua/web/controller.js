@@ -41,6 +41,8 @@ export class SessionController {
       onResync: () => this.resync(),
       onStatus,
       onFailure: (failures) => this.probe(failures),
+      // Ask at once what is wrong (401: logged out; 404: no longer ours to read).
+      onRevoked: () => this.probe(PROBE_AFTER_FAILURES),
     });
   }
 
@@ -217,6 +219,19 @@ export class SessionController {
       });
     } catch (error) {
       this.onNotice({ kind: "cancel", error });
+    }
+  }
+
+  /**
+   * The slash commands of the session's plugin version (`/name args` in a message runs
+   * one; the server expands it). Empty when there are none or they cannot be read.
+   */
+  async commands(plugin) {
+    if (!plugin?.name || !plugin?.version) return [];
+    try {
+      return (await this.api.pluginVersion(plugin.name, plugin.version)).commands ?? [];
+    } catch {
+      return []; // a hint only: the server still says which commands exist on a refusal
     }
   }
 

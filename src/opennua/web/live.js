@@ -30,14 +30,26 @@ export class LiveFeed {
    * @param {(seq: number) => void} options.onResync        the server dropped us: resnapshot
    * @param {(status: string) => void} options.onStatus
    * @param {(failures: number) => void} [options.onFailure] consecutive failures so far
+   * @param {(why: object) => void} [options.onRevoked]     we may no longer read this session
    */
-  constructor({ url, seq, onAction, onResync, onStatus, onFailure, EventSourceImpl, timers }) {
+  constructor({
+    url,
+    seq,
+    onAction,
+    onResync,
+    onStatus,
+    onFailure,
+    onRevoked,
+    EventSourceImpl,
+    timers,
+  }) {
     this.url = url;
     this.seq = seq;
     this.onAction = onAction;
     this.onResync = onResync;
     this.onStatus = onStatus;
     this.onFailure = onFailure ?? (() => {});
+    this.onRevoked = onRevoked ?? (() => {});
     this.EventSource = EventSourceImpl ?? globalThis.EventSource;
     this.timers = timers ?? globalThis;
     this.source = null;
@@ -74,6 +86,20 @@ export class LiveFeed {
         // A resync without a readable seq still means: fetch a snapshot.
       }
       this.onResync(seq);
+    });
+    source.addEventListener("revoked", (event) => {
+      if (this.source !== source) return;
+      // The server ended the stream: our login no longer reads this session (a revoked
+      // token, a removed membership). Reconnecting would only be refused; stop and tell.
+      this.stop();
+      this.setStatus(STATUS.CLOSED);
+      let why = {};
+      try {
+        why = JSON.parse(event.data) ?? {};
+      } catch {
+        // Whatever it says, the stream is over.
+      }
+      this.onRevoked(why);
     });
     source.onerror = () => {
       if (this.source !== source) return;

@@ -104,7 +104,11 @@ const permissionOption = model("PermissionOption", {
   name: REQUIRED,
   kind: REQUIRED,
 });
-const answeredBy = model("AnsweredBy", { client_id: null, principal_id: null });
+const answeredBy = model("AnsweredBy", {
+  client_id: null,
+  principal_id: null,
+  on_behalf_of: null,
+});
 const planEntry = model("PlanEntry", {
   id: REQUIRED,
   content: REQUIRED,
@@ -153,7 +157,11 @@ export const PAYLOADS = Object.freeze({
     attempt: null,
     model_retry: nullable(modelRetry),
   }),
-  "turn.ended": model("TurnEnded", { stop_reason: REQUIRED, error: nullable(errorInfo) }),
+  "turn.ended": model("TurnEnded", {
+    stop_reason: REQUIRED,
+    error: nullable(errorInfo),
+    output: JSON_VALUE,
+  }),
   "execution.attempt_started": model("AttemptStarted", {
     execution_id: REQUIRED,
     attempt: REQUIRED,
@@ -204,6 +212,7 @@ export const PAYLOADS = Object.freeze({
     option_id: null,
     payload: JSON_VALUE,
     answered_by: nullable(answeredBy),
+    reason: null,
   }),
   "plan.updated": model("PlanUpdated", { entries: listOf(planEntry) }),
   "worker.started": model("WorkerStarted", {
@@ -278,6 +287,11 @@ export const PAYLOADS = Object.freeze({
     lost_paths: VALUE_LIST,
     lost_more: 0,
     lost_tool_call_ids: VALUE_LIST,
+  }),
+  "mcp_server.unavailable": model("McpServerUnavailable", {
+    server: REQUIRED,
+    code: REQUIRED,
+    message: REQUIRED,
   }),
 });
 

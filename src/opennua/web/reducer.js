@@ -225,6 +225,7 @@ function turnStarted(state, action) {
     trace_id: d.trace_id,
     retry_of: d.retry_of,
     model_retry: null,
+    output: null,
     user_message_id: d.message_id,
     started_at: action.ts,
     ended_at: null,
@@ -238,6 +239,7 @@ function turnStarted(state, action) {
     file_changes: {},
     workspace: { manifest: null, files: 0, bytes: 0 },
     workspace_restores: {},
+    unavailable_servers: {},
     plan: [],
     usage: emptyUsage(),
     usage_by_model: {},
@@ -260,18 +262,48 @@ function turnEnded(state, action) {
   turn.model_retry = null;
   turn.stop_reason = action.data.stop_reason;
   turn.error = action.data.error;
+  turn.output = action.data.output;
   turn.ended_at = action.ts;
-  // An ended turn waits for nobody: requests it left open close as cancelled.
+  settle(turn);
+  state.open_input_requests = state.open_input_requests.filter(
+    (entry) => entry.turn_id !== turn.turn_id,
+  );
+  deriveStatus(state);
+}
+
+// Whatever the turn left open ends with it (docs/protocol.md, "An ended turn is settled").
+function settle(turn) {
   for (const request of Object.values(turn.input_requests)) {
     if (request.status === "open") {
       request.status = "resolved";
       request.outcome = "cancelled";
     }
   }
-  state.open_input_requests = state.open_input_requests.filter(
-    (entry) => entry.turn_id !== turn.turn_id,
-  );
-  deriveStatus(state);
+  for (const call of Object.values(turn.tool_calls)) {
+    if (call.status === "pending") call.status = "cancelled"; // it never ran
+    else if (call.status === "in_progress") call.status = "unknown"; // it may have taken effect
+  }
+  for (const message of Object.values(turn.messages)) {
+    if (message.status === "streaming") message.status = "interrupted";
+  }
+  for (const item of Object.values(turn.reasoning)) {
+    if (item.status === "streaming") item.status = "interrupted";
+  }
+  const plans = [turn.plan];
+  for (const worker of Object.values(turn.workers)) {
+    plans.push(worker.plan);
+    if (worker.status === "running") worker.status = "cancelled";
+  }
+  for (const plan of plans) {
+    for (const entry of plan) {
+      if (entry.status === "in_progress") entry.status = "pending"; // nobody is doing it
+    }
+  }
+}
+
+// An ended turn takes no item that would be open again: it stays settled.
+function stillOpen(turn) {
+  if (turn.state === "ended") throw new Anomaly(`turn ${turn.turn_id} has already ended`);
 }
 
 function attemptStarted(state, action) {
@@ -307,6 +339,7 @@ function messageAdded(state, action) {
 }
 
 function messageStarted(state, action) {
+  stillOpen(turnOf(state, action));
   newMessage(state, action, "", "streaming", null);
 }
 
@@ -332,6 +365,7 @@ function messageCompleted(state, action) {
 // A reasoning delta (complete = false) or its completion: either may come first.
 function reasoning(state, action, mid, text, complete) {
   const turn = turnOf(state, action);
+  if (!complete) stillOpen(turn);
   const existing = own(turn.reasoning, mid);
   const status = complete ? "complete" : "streaming";
   if (existing === undefined) {
@@ -358,6 +392,7 @@ function toolCallStarted(state, action) {
   if (own(turn.tool_calls, d.tool_call_id)) {
     throw new Anomaly(`tool call ${d.tool_call_id} already exists`);
   }
+  stillOpen(turn);
   put(turn.tool_calls, d.tool_call_id, {
     tool_call_id: d.tool_call_id,
     run_id: action.run_id,
@@ -378,6 +413,7 @@ function toolCallUpdated(state, action) {
   const d = action.data;
   const call = own(turn.tool_calls, d.tool_call_id);
   if (call === undefined) throw new Anomaly(`unknown tool call ${d.tool_call_id}`);
+  if (d.status === "pending" || d.status === "in_progress") stillOpen(turn);
   call.status = d.status;
   if (d.output !== null) call.output = d.output;
   if (d.output_ref !== null) call.output_ref = d.output_ref;
@@ -390,7 +426,7 @@ function inputRequestOpened(state, action) {
   if (own(turn.input_requests, d.request_id)) {
     throw new Anomaly(`input request ${d.request_id} already exists`);
   }
-  if (turn.state === "ended") throw new Anomaly(`turn ${turn.turn_id} has already ended`);
+  stillOpen(turn);
   put(turn.input_requests, d.request_id, {
     request_id: d.request_id,
     run_id: action.run_id,
@@ -432,6 +468,7 @@ function inputRequestResolved(state, action) {
 
 function planUpdated(state, action) {
   const turn = turnOf(state, action);
+  if (action.data.entries.some((entry) => entry.status === "in_progress")) stillOpen(turn);
   container(turn, action.run_id).plan = action.data.entries;
 }
 
@@ -441,6 +478,7 @@ function workerStarted(state, action) {
   if (own(turn.workers, d.worker_run_id)) {
     throw new Anomaly(`worker ${d.worker_run_id} already exists`);
   }
+  stillOpen(turn);
   // Placed before registering the worker, so a worker never lands in its own timeline.
   place(turn, action.run_id, "worker", d.worker_run_id);
   put(turn.workers, d.worker_run_id, {
@@ -534,6 +572,20 @@ function workspaceRestored(state, action) {
   place(turn, action.run_id, "workspace_restore", action.id);
 }
 
+function mcpServerUnavailable(state, action) {
+  const turn = turnOf(state, action);
+  const d = action.data;
+  // A turn from a state saved before this field has none yet.
+  if (!own(turn, "unavailable_servers")) put(turn, "unavailable_servers", {});
+  put(turn.unavailable_servers, action.id, {
+    id: action.id,
+    server: d.server,
+    code: d.code,
+    message: d.message,
+  });
+  place(turn, action.run_id, "mcp_unavailable", action.id);
+}
+
 function usageRecorded(state, action) {
   const turn = turnOf(state, action);
   const d = action.data;
@@ -607,6 +659,7 @@ const HANDLERS = {
   "file.changed": fileChanged,
   "workspace.committed": workspaceCommitted,
   "workspace.restored": workspaceRestored,
+  "mcp_server.unavailable": mcpServerUnavailable,
   "usage.recorded": usageRecorded,
   "delivery.updated": deliveryUpdated,
 };

@@ -80,12 +80,19 @@ export function optionName(request, optionId) {
   return option ? option.name : optionId;
 }
 
-/** "cli_… (prn_…)", with "you" when it was this browser. */
+/**
+ * "cli_… (prn_…)", with "you" when it was this browser; a person a client answered for
+ * (a chat bridge's "@alice:example.org") comes first: "@alice:example.org (via cli_…, prn_…)".
+ */
 export function who(answeredBy, clientId) {
   if (!answeredBy) return "unknown";
   const name = answeredBy.client_id ?? "a client";
-  const principal = answeredBy.principal_id ? ` (${answeredBy.principal_id})` : "";
   const mine = answeredBy.client_id && answeredBy.client_id === clientId ? " — you" : "";
+  if (answeredBy.on_behalf_of) {
+    const via = [`via ${name}`, answeredBy.principal_id].filter(Boolean).join(", ");
+    return `${answeredBy.on_behalf_of} (${via})${mine}`;
+  }
+  const principal = answeredBy.principal_id ? ` (${answeredBy.principal_id})` : "";
   return `${name}${principal}${mine}`;
 }
 

@@ -28,8 +28,10 @@ export class SessionView {
    *   retryArtifact(id): Promise<object>, toolOutput(callId): string}} urls
    * @param {(text: string) => void} announce   polite screen-reader announcements
    */
-  constructor(controller, urls, announce) {
+  constructor(controller, urls, announce, { readOnly = false } = {}) {
     this.controller = controller;
+    /** A viewer's page: nothing is offered that the server would refuse them. */
+    this.readOnly = readOnly;
     this.store = controller.store;
     this.urls = urls;
     this.announce = announce;
@@ -70,7 +72,9 @@ export class SessionView {
         this.turns,
         this.pending,
         this.notices,
-        this.composer.form,
+        this.readOnly
+          ? h("p", { class: "note read-only" }, "Your role lets you follow this session, not act in it.")
+          : this.composer.form,
       ),
       h(
         "aside",
@@ -103,10 +107,12 @@ export class SessionView {
       "Cancel running turn",
     );
     const send = h("button", { type: "submit", class: "primary" }, "Send");
+    const commands = h("p", { class: "composer-commands", hidden: true, "aria-label": "Commands" });
     const form = h(
       "form",
       { class: "composer", "aria-label": "Send a message", onsubmit: (e) => this.submit(e) },
       h("label", { for: "composer-text", class: "sr-only" }, "Message"),
+      commands,
       text,
       h(
         "div",
@@ -125,7 +131,36 @@ export class SessionView {
         form.requestSubmit();
       }
     });
-    return { form, text, ifBusy, cancel, send };
+    return { form, text, ifBusy, cancel, send, commands, commandsOf: null };
+  }
+
+  /** The plugin's slash commands, once per plugin version: each fills the composer. */
+  async renderCommands(plugin) {
+    const key = plugin ? `${plugin.name}@${plugin.version}` : "";
+    if (this.readOnly || this.composer.commandsOf === key) return;
+    this.composer.commandsOf = key;
+    const found = await this.controller.commands(plugin);
+    const box = this.composer.commands;
+    box.hidden = found.length === 0;
+    fill(
+      box,
+      "Commands: ",
+      ...found.map((c) =>
+        h(
+          "button",
+          {
+            type: "button",
+            class: "link command",
+            title: [c.description, c.argument_hint].filter(Boolean).join(" — "),
+            onclick: () => {
+              this.composer.text.value = `/${c.name} `;
+              this.composer.text.focus();
+            },
+          },
+          `/${c.name}`,
+        ),
+      ),
+    );
   }
 
   submit(event) {
@@ -159,12 +194,15 @@ export class SessionView {
   render() {
     const state = this.store.state;
     this.renderHead(state);
+    this.renderCommands(state.plugin);
     const ctxBase = {
       overlay: this.store.overlay,
       clientId: this.controller.clientId,
       urls: this.urls,
       artifacts: state.artifacts,
-      act: { answer: (requestId, answer) => this.controller.answer(requestId, answer) },
+      act: this.readOnly
+        ? null
+        : { answer: (requestId, answer) => this.controller.answer(requestId, answer) },
     };
     const index = new Map(state.turns.map((turn, i) => [turn.turn_id, i + 1]));
     reconcile(
@@ -312,6 +350,7 @@ function turnShell(turn, number) {
     h("ol", { class: "timeline", "aria-label": `Turn ${number} timeline` }),
     h("div", { class: "turn-activity", role: "status" }),
     h("div", { class: "turn-error" }),
+    h("section", { class: "turn-result", "aria-label": `Turn ${number} result` }),
     h("section", { class: "turn-usage", "aria-label": `Turn ${number} usage` }),
   );
 }
@@ -334,7 +373,7 @@ function updateTurn(node, turn, number, index, ctx) {
   const actions = node.querySelector(".turn-actions");
   if (actions.dataset.sig !== turn.state) {
     actions.dataset.sig = turn.state;
-    fill(actions, turnActions(turn, number, ctx.controller));
+    fill(actions, ctx.act ? turnActions(turn, number, ctx.controller) : null);
   }
   fill(
     node.querySelector(".attempts"),
@@ -355,6 +394,21 @@ function updateTurn(node, turn, number, index, ctx) {
       ? h("p", { class: "error" }, h("code", null, turn.error.code), " ", turn.error.message)
       : null,
   );
+  // The structured result: what the plugin's output schema accepted, whole and as JSON.
+  const result = node.querySelector(".turn-result");
+  const resultSig = turn.output === null ? "" : JSON.stringify(turn.output);
+  if (result.dataset.sig !== resultSig) {
+    result.dataset.sig = resultSig;
+    fill(
+      result,
+      turn.output === null
+        ? null
+        : [
+            h("h3", null, "Result"),
+            h("pre", { class: "result-json" }, JSON.stringify(turn.output, null, 2)),
+          ],
+    );
+  }
   const usage = node.querySelector(".turn-usage");
   const usageSig = JSON.stringify(turn.usage_by_model);
   if (usage.dataset.sig !== usageSig) {

@@ -94,6 +94,11 @@ const ENTRY = {
     if (!restore) return null;
     return { sig: "1", create: () => restoreCard(restore) };
   },
+  mcp_unavailable(id, ctx) {
+    const found = own(ctx.turn.unavailable_servers ?? {}, id);
+    if (!found) return null;
+    return { sig: "1", create: () => unavailableCard(found) };
+  },
 };
 
 function messageCard(message, reasoning, ctx) {
@@ -130,21 +135,21 @@ function messageCard(message, reasoning, ctx) {
     h("div", { class: "who" }, "Assistant"),
     h("div", { class: "text" }, message.text, streaming ? h("span", { class: "caret" }) : null),
     message.status === "interrupted"
-      ? h("p", { class: "note" }, "Interrupted — the process stopped mid-answer; resumed below.")
+      ? h("p", { class: "note" }, "Interrupted mid-answer.")
       : null,
   );
 }
 
 /** Reasoning, collapsed: the reader opens it when they want the why. */
 function reasoningBlock(reasoning) {
-  const streaming = reasoning.status === "streaming";
+  const label = { streaming: "Reasoning…", interrupted: "Reasoning (interrupted)" };
   return h(
     "div",
     { class: "reasoning" },
     details(
       `reasoning:${reasoning.message_id}`,
       false,
-      streaming ? "Reasoning…" : "Reasoning",
+      label[reasoning.status] ?? "Reasoning",
       h("div", { class: "text" }, reasoning.text),
     ),
   );
@@ -217,7 +222,6 @@ function requestCard(request, call, pending, lost, ctx) {
     "li",
     {
       class: `item card request ${open ? "open" : "resolved"}`,
-      role: "group",
       "aria-labelledby": promptId,
       tabindex: "-1",
       dataset: { kind: "input_request", requestId: request.request_id, status: request.status },
@@ -231,7 +235,9 @@ function requestCard(request, call, pending, lost, ctx) {
     const key = `asked:${request.request_id}`;
     card.append(open ? block : details(key, false, "What was asked", block));
   }
-  if (open) {
+  if (open && !ctx.act) {
+    card.append(h("p", { class: "note" }, "Waiting for someone who may answer."));
+  } else if (open) {
     const waiting = pending?.status === "sending";
     if (request.options?.length) {
       card.append(
@@ -351,7 +357,6 @@ function workerShell(worker) {
     "li",
     {
       class: "item card worker",
-      role: "group",
       "aria-labelledby": titleId,
       dataset: { kind: "worker", workerRunId: worker.worker_run_id },
     },
@@ -501,6 +506,16 @@ function restoreCard(restore) {
           `Changes made by ${restore.lost_tool_call_ids.join(", ")} after the last commit are lost`,
         )
       : null,
+  );
+}
+
+/** An MCP server the turn went on without, and why (its last stderr lines, or the gateway's reason). */
+function unavailableCard(found) {
+  return h(
+    "li",
+    { class: "item restore warn", dataset: { kind: "mcp_unavailable" } },
+    h("div", null, `MCP server ${found.server} is unavailable (${found.code}); the turn goes on without its tools`),
+    h("pre", { class: "lost" }, found.message),
   );
 }
 

@@ -1,7 +1,7 @@
 """How `nua serve` ships the web UI: static files with the right types and headers, ahead of
 auth but without opening anything else; the login link; large tool outputs by reference.
 
-No browser here (the other modules of this package drive Chromium); these run in-process.
+No browser here (tests/browser drives Chromium); these run in-process.
 """
 
 from __future__ import annotations
@@ -17,8 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from opennua.host import rfc3339
-from opennua.protocol import action_id
+from opennua.protocol import action_id, timestamp
 from opennua.server._serve import ServeConfig, _announce
 from opennua.server._web import CSP, WEB_DIR, load_files
 from tests.server._harness import AUTH, TOKEN, Env, environment
@@ -34,18 +33,28 @@ MODULES = [
     "app.js",
     "api.js",
     "canonical.js",
+    "context.js",
     "controller.js",
     "live.js",
     "overlay.js",
     "payloads.js",
     "reducer.js",
     "store.js",
+    "views/audit.js",
+    "views/automation.js",
+    "views/deployments.js",
     "views/dom.js",
+    "views/everyone.js",
     "views/format.js",
+    "views/kit.js",
     "views/list.js",
-    "views/schedules.js",
+    "views/people.js",
+    "views/plugins.js",
+    "views/secrets.js",
     "views/session.js",
     "views/timeline.js",
+    "views/usage.js",
+    "vendor/uPlot.esm.js",
 ]
 
 
@@ -67,8 +76,9 @@ async def test_the_shell_loads_without_credentials_and_locks_itself_down(env: En
             assert module.headers["content-type"] == "text/javascript; charset=utf-8", name
             assert module.headers["x-content-type-options"] == "nosniff"
             assert module.content == (WEB_DIR / name).read_bytes()
-        css = await client.get("/ui/style.css")
-        assert css.headers["content-type"] == "text/css; charset=utf-8"
+        for sheet in ("style.css", "vendor/uPlot.min.css"):
+            css = await client.get(f"/ui/{sheet}")
+            assert css.headers["content-type"] == "text/css; charset=utf-8"
         assert (await client.get("/ui/icon.svg")).headers["content-type"] == "image/svg+xml"
 
 
@@ -154,7 +164,7 @@ async def _tool_call_with_output(env: Env, client: httpx.AsyncClient, output: by
             "session_id": sid,
             "id": action_id(execution, key),
             "type": kind,
-            "ts": rfc3339(env.clock()),
+            "ts": timestamp(env.clock()),
             "turn_id": turn,
             "data": data,
         }

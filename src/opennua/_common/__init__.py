@@ -1,0 +1,26 @@
+"""What every package may use and that belongs to none of them: writing a private file
+durably, one retry policy, and the OpenTelemetry environment rules.
+
+Imports nothing of opennua (tests/test_architecture.py), so any package may import it.
+"""
+
+from opennua._common._files import fsync_dir, write_private
+from opennua._common._otel import (
+    env_flag,
+    otlp_protocol,
+    otlp_span_exporter,
+    service_resource,
+    traces_enabled,
+)
+from opennua._common._retry import RetryPolicy
+
+__all__ = [
+    "RetryPolicy",
+    "env_flag",
+    "fsync_dir",
+    "otlp_protocol",
+    "otlp_span_exporter",
+    "service_resource",
+    "traces_enabled",
+    "write_private",
+]

@@ -1,0 +1,82 @@
+"""`opennua._common`: private files and the retry policy every package shares."""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from opennua._common import RetryPolicy, env_flag, traces_enabled, write_private
+
+
+@pytest.fixture
+def open_umask() -> Iterator[None]:
+    old = os.umask(0)  # the mode must be 0600 whatever the umask lets through
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_a_private_file_is_0600_whole_and_leaves_nothing_aside(
+    tmp_path: Path, open_umask: None
+) -> None:
+    path = tmp_path / "token"
+    assert write_private(path, "one\n") is True
+    assert path.read_text() == "one\n" and _mode(path) == 0o600
+    assert write_private(path, "two\n") is True
+    assert path.read_text() == "two\n" and _mode(path) == 0o600
+    assert [p.name for p in tmp_path.iterdir()] == ["token"]
+
+
+def test_a_private_file_not_to_be_replaced_keeps_the_first_writers(tmp_path: Path) -> None:
+    path = tmp_path / "secret.key"
+    assert write_private(path, "first\n", replace=False) is True
+    assert write_private(path, "second\n", replace=False) is False
+    assert path.read_text() == "first\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["secret.key"]
+
+
+def test_a_private_file_is_synced_before_it_is_renamed_into_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    synced: list[int] = []
+    real = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(fd)
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    write_private(tmp_path / "credentials.json", "{}")
+    assert len(synced) == 2  # the file's content, then the directory's new entry
+
+
+def test_the_retry_policy_doubles_up_to_its_cap_with_half_of_each_step_random() -> None:
+    policy = RetryPolicy(base=1.0, cap=8.0)
+    assert [policy.delay(n, 0.0) for n in (1, 2, 3, 4, 5, 60)] == [0.5, 1, 2, 4, 4, 4]
+    assert policy.delay(3, 0.999) == pytest.approx(4.0, rel=1e-3)
+    assert policy.delay(10_000, 0.5) == 6.0  # a huge retry count neither overflows nor grows
+
+
+def test_the_retry_policy_gives_up_after_its_attempts_or_at_once_when_permanent() -> None:
+    assert not RetryPolicy(max_attempts=0).gives_up(10_000)
+    assert RetryPolicy(max_attempts=3).gives_up(3)
+    assert not RetryPolicy(max_attempts=3).gives_up(2)
+    assert RetryPolicy(max_attempts=3).gives_up(1, permanent=True)
+
+
+def test_the_otel_flags_read_as_the_sdk_reads_them() -> None:
+    assert env_flag({"X": " TRUE "}, "X") and not env_flag({"X": "0"}, "X")
+    assert not traces_enabled({})
+    assert traces_enabled({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"})
+    assert not traces_enabled(
+        {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_SDK_DISABLED": "true"}
+    )
