@@ -5,13 +5,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import socket
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+import httpx
 import uvicorn
 
 from opennua.auth import Authority
@@ -28,6 +33,29 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def serve_demo(data: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """`nua serve` on `data` with the zero-delay scripted demo, as its own process; returns
+    once it is ready (the token is in `data / "token"`)."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "opennua.cli", "serve", "--data", str(data), "--port", str(port),
+         "--model", "scripted:demo"],
+        env=dict(os.environ, NUA_DEMO_STEP_DELAY="0"),
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url + "/readyz", timeout=1).status_code == 200:
+                return proc, url
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    proc.kill()
+    raise SystemExit("nua serve did not become ready in 90 s")
 
 
 @dataclass

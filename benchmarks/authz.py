@@ -34,8 +34,8 @@ import psycopg
 import uvicorn
 
 from opennua.auth import Authority, Caller
-from opennua.host import Actor, Hub, SessionHost, rfc3339
-from opennua.protocol import CreateSession, SendMessage, action_id
+from opennua.host import Actor, Hub, SessionHost
+from opennua.protocol import CreateSession, SendMessage, action_id, timestamp
 from opennua.protocol.actions import TextPart
 from opennua.server import create_app
 from opennua.server._serve import uvicorn_config
@@ -120,12 +120,13 @@ async def _parked(store: Store, host: SessionHost, actor: Actor, n: int) -> list
     """`n` sessions, each with a turn parked on an input request: (session, request)."""
     out = []
     for i in range(n):
-        created = await host.create_session(
+        created = await host.submit(
+            None,
             CreateSession(intent_id=f"int_c{i}", client_id="cli_bench", title="bench"),
             actor=actor,
         )
         sid = str(created.ids["session_id"])  # type: ignore[union-attr]
-        sent = await host.send_message(
+        sent = await host.submit(
             sid,
             SendMessage(
                 intent_id=f"int_m{i}", client_id="cli_bench", content=[TextPart(text="go")]
@@ -144,7 +145,7 @@ async def _parked(store: Store, host: SessionHost, actor: Actor, n: int) -> list
             "session_id": sid,
             "id": action_id(execution_id, "opened"),
             "type": "input_request.opened",
-            "ts": rfc3339(now),
+            "ts": timestamp(now),
             "turn_id": turn_id,
             "data": opened,
         }

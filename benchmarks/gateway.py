@@ -159,7 +159,8 @@ async def _executions(
         )
         tickets = []
         for i in range(count):
-            created = await host.create_session(
+            created = await host.submit(
+                None,
                 CreateSession(intent_id=f"int_c{i}", client_id="cli_bench", deployment="bench"),
                 actor=actor,
             )
@@ -167,7 +168,7 @@ async def _executions(
             message = SendMessage(
                 intent_id=f"int_m{i}", client_id="cli_bench", content=[TextPart(text="go")]
             )
-            sent = await host.send_message(sid, message, actor=actor)
+            sent = await host.submit(sid, message, actor=actor)
             execution_id = str(sent.ids["execution_id"])  # type: ignore[union-attr]
             claimed = await store.claim("sup_bench", time.time(), 3600.0)
             assert claimed is not None and claimed.execution.execution_id == execution_id

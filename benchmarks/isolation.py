@@ -93,7 +93,7 @@ async def run_loop(store: Store, sid: str, journal: StoreJournal, steps: int, ws
     env = RunEnv(
         execution_id=journal._execution.execution_id,
         root_run_id=new_id("run", ms=int(time.time() * 1000), entropy=os.urandom(10)),
-        workspace=ws,
+        workdir=ws,
         ids=DerivedIds(sid, ms=int(time.time() * 1000)),
     )
     loop = AgentLoop(agent, journal, env, model=script(steps), limits=Limits(max_steps=steps + 5))

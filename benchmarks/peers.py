@@ -69,7 +69,7 @@ async def ours(
         env = RunEnv(
             execution_id="exe_bench",
             root_run_id="run_01JD0000000000000000000000",
-            workspace=Path(data_dir or "."),
+            workdir=Path(data_dir or "."),
             ids=DerivedIds("bench", ms=1_764_403_200_000),
         )
         loop = AgentLoop(

@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from opennua.store import _reads as reads
+from opennua.store import _log as log
 from opennua.store import open_store
 
 
@@ -46,13 +46,13 @@ async def main(args: argparse.Namespace) -> None:
             for concurrency in (1, args.concurrency):
                 await _timed(
                     f"loop thread, {concurrency} at once",
-                    lambda sid: store._read(reads.get_session(sid)),
+                    lambda sid: store._read(log.get_session(sid)),
                     args.reads,
                     concurrency,
                 )
                 await _timed(
                     f"reader pool, {concurrency} at once",
-                    lambda sid: store._scan(reads.get_session(sid)),
+                    lambda sid: store._scan(log.get_session(sid)),
                     args.reads,
                     concurrency,
                 )

@@ -85,14 +85,14 @@ def telemetry(traced: bool) -> tuple[Tracing, TracerProvider | None, EncodingExp
     return Tracing(tracer_provider=provider, meter_provider=meters), provider, exporter
 
 
-async def ours(steps: int, journal: Any, workspace: Path, tracing: Tracing | None = None) -> float:
+async def ours(steps: int, journal: Any, workdir: Path, tracing: Tracing | None = None) -> float:
     agent = dataclasses.replace(
         default_agent("scripted:bench"), tools=(tool("lookup", idempotent=True)(lookup),)
     )
     env = RunEnv(
         execution_id="exe_bench",
         root_run_id="run_01JD0000000000000000000000",
-        workspace=workspace,
+        workdir=workdir,
         ids=DerivedIds("bench", ms=1_764_403_200_000),
         trace=None
         if tracing is None

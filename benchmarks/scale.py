@@ -15,7 +15,10 @@ the task, approve the `shell` call (the side-effecting tool of every turn), read
 `usage.recorded` action; the demo has 10 per turn, its sub-agent's included); counted
 when it reaches the client within the window.
 
-LangGraph: a 10-node-step graph per "turn" (each step writes a 300-byte payload into the
+LangGraph's checkpointer *library*, driven in this process (no server, no run queue, no
+stream to a client, so not like for like with a server: benchmarks/peers_server.py measures
+the LangGraph Agent Server beside `nua serve`; this keeps the durability comparison): a
+10-node-step graph per "turn" (each step writes a 300-byte payload into the
 state, checkpointed by SqliteSaver / PostgresSaver), N threads each on its own thread_id,
 turns back to back for the same window; once with `durability="async"` (LangGraph's
 default: a step's checkpoint is written while the next step runs) and once with "sync"
@@ -422,11 +425,15 @@ def main() -> int:
                 # "async" (LangGraph's default) writes a step's checkpoint while the next
                 # step runs; "sync" commits it first, as every opennua step is.
                 modes: tuple[Durability, ...] = ("async", "sync")
+                print(
+                    "  LangGraph's checkpointer library in this process, beside the server"
+                    " above (no server, no stream: for the server peer see peers_server.py):"
+                )
                 for durability in modes:
                     base = None
                     for n in levels:
                         counts = _langgraph_level(saver, n, window, durability)
-                        name = f"langgraph {type(saver).__name__} {durability}"
+                        name = f"langgraph library {type(saver).__name__} {durability}"
                         rate = _row(name, n, counts, args.seconds, base)
                         base = base or rate
             finally:

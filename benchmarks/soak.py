@@ -79,15 +79,15 @@ async def races_and_accepts(url: str, tmp: Path, races: int, accepts: int) -> Co
         for host in hosts:
             await host.registry.ensure_builtin("scripted:demo")
         env = Env(a, Hub(a), hosts[0], clock, None, None)  # type: ignore[arg-type]
-        created = await hosts[0].create_session(
-            CreateSession(intent_id="int_soak", client_id="c", title="soak")
+        created = await hosts[0].submit(
+            None, CreateSession(intent_id="int_soak", client_id="c", title="soak")
         )
         sid = created.ids["session_id"]  # type: ignore[union-attr]
         for r in range(races):
             message = SendMessage(
                 intent_id=f"int_m{r}", client_id="c", content=[TextPart(text="go")]
             )
-            turn = await hosts[r % 2].send_message(sid, message)
+            turn = await hosts[r % 2].submit(sid, message)
             eid, tid = turn.ids["execution_id"], turn.ids["turn_id"]  # type: ignore[union-attr]
             rid = await park_for_input(env, sid, eid, tid, options=OPTIONS)
             answers = [
@@ -97,19 +97,22 @@ async def races_and_accepts(url: str, tmp: Path, races: int, accepts: int) -> Co
                 for i in range(5)
             ]
             results = await asyncio.gather(
-                *(hosts[i % 2].answer_input(sid, x) for i, x in enumerate(answers))
+                *(hosts[i % 2].submit(sid, x) for i, x in enumerate(answers))
             )
             winners = [x for x, res in zip(answers, results, strict=True) if res.type == "accepted"]
             counts["races"] += 1
             counts["races with exactly one winner"] += len(winners) == 1
+            # Who answered, as the loser was told: the client and principal (the record also
+            # carries `on_behalf_of`, empty here).
             told = {
-                str(res.resolution.get("answered_by"))
-                for res in results  # type: ignore[union-attr]
+                (by.get("client_id"), by.get("principal_id"))
+                for res in results
                 if res.type == "conflict"
+                for by in [res.resolution.get("answered_by") or {}]  # type: ignore[union-attr]
             }
             if winners:
                 counts["losers told another winner"] += told != {
-                    str({"client_id": winners[0].client_id, "principal_id": "prn_owner"})
+                    (winners[0].client_id, "prn_owner")
                 }
             claimed = await a.claim("sup", clock(), 15.0)
             assert claimed is not None
@@ -117,10 +120,10 @@ async def races_and_accepts(url: str, tmp: Path, races: int, accepts: int) -> Co
                 tx.finish("completed", now=clock())
         for i in range(accepts // 3):
             intent = CreateSession(intent_id=f"int_s{i}", client_id="c", title="t")
-            first = await hosts[i % 2].create_session(intent)
-            again = await hosts[(i + 1) % 2].create_session(intent)
-            other = await hosts[i % 2].create_session(
-                CreateSession(intent_id=f"int_s{i}", client_id="c", title="other")
+            first = await hosts[i % 2].submit(None, intent)
+            again = await hosts[(i + 1) % 2].submit(None, intent)
+            other = await hosts[i % 2].submit(
+                None, CreateSession(intent_id=f"int_s{i}", client_id="c", title="other")
             )
             counts["accepts"] += 3
             counts["duplicates"] += again != first

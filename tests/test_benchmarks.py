@@ -62,3 +62,74 @@ def test_the_scale_benchmark_runs_a_level_and_parks_sessions() -> None:
 def test_the_gateway_benchmark_runs_on_a_few_calls() -> None:
     out = _bench("benchmarks/gateway.py", "--calls", "20", "--warmup", "5", "--repeat", "1")
     assert "direct " in out and "gateway " in out and "added " in out, out
+
+
+@pytest.mark.timeout(LIMIT + 30)
+def test_the_revocation_benchmark_runs_a_few_rounds() -> None:
+    out = _bench("benchmarks/revocation.py", "--rounds", "3", "--backends", "sqlite")
+    assert re.search(r"SSE ended +p50 +[0-9.]+ ms .* p99 +[0-9.]+ ms", out), out
+    assert re.search(r"WebSocket closed +p50 +[0-9.]+ ms .* p99 +[0-9.]+ ms", out), out
+
+
+@pytest.mark.timeout(LIMIT + 30)
+def test_the_egress_benchmark_runs_on_a_few_connections() -> None:
+    out = _bench("benchmarks/egress.py", "--connections", "10", "--mib", "1", "--repeat", "1")
+    assert "direct " in out and "proxy GET " in out and "proxy CONNECT " in out, out
+    assert re.search(r"download 1 MiB: direct [0-9]+ MiB/s, proxy [0-9]+ MiB/s", out), out
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(LIMIT + 30)
+def test_the_startup_benchmark_runs_a_first_start_and_a_kill_9() -> None:
+    out = _bench("benchmarks/startup.py", "--runs", "1", "--sessions", "2")
+    assert "first start" in out and "after kill -9" in out and "CPU used by then" in out
+
+
+@pytest.mark.timeout(LIMIT + 30)
+def test_the_plugin_corpus_benchmark_reads_and_publishes_each_plugin_it_finds() -> None:
+    # The repository's own fixtures (the corpus itself is outside the repository): a
+    # marketplace with a broken plugin and remote entries, plugins beside it, a bare skill.
+    out = _bench("benchmarks/plugin_corpus.py", "tests/plugins/fixtures")
+    assert re.search(r"marketplace/plugins/broken +validate fail +publish - +errors +2", out), out
+    assert ".mcp.json:1: error: server 'ws': type 'websocket' is not one of" in out
+    assert re.search(r"as_published +validate ok +publish ok +errors +0 +warnings +7", out), out
+    assert re.search(r"claude_layout +validate ok +publish ok +errors +0 +warnings +0", out), out
+    assert "remote marketplace entries, not fetched: remote, subdir" in out
+    # A bare Agent Skill, wrapped as a user would: named after its folder, no manifest.
+    assert re.search(r"skills_collection/greeting \(bare skill\) +validate ok +publish ok", out)
+    assert "plugins: 6; validate ok: 5 of 6; publish ok: 5 of 6;" in out, out
+
+
+@pytest.mark.timeout(LIMIT + 30)
+def test_the_subscription_benchmark_delivers_every_event_once() -> None:
+    out = _bench("benchmarks/subscriptions.py", "--sessions", "5", "--actions", "4")
+    assert "20 of 20 events arrived, verified: True, duplicates: 0" in out, out
+
+
+@pytest.mark.timeout(LIMIT + 30)
+def test_the_protocol_benchmark_streams_a_turn_through_each_protocol() -> None:
+    out = _bench("benchmarks/protocols.py", "--turns", "1")
+    rows = dict(
+        (m.group(1), (float(m.group(2)), float(m.group(3))))
+        for m in re.finditer(r"^(\w+) +([\d.]+) ms +([\d.]+)$", out, re.MULTILINE)
+    )
+    assert set(rows) == {"sse", "agui", "a2a", "acp"}, out
+    assert all(first > 0 and rate > 0 for first, rate in rows.values()), out
+
+
+@pytest.mark.timeout(LIMIT + 30)
+def test_the_server_peers_benchmark_counts_steps_on_both_servers() -> None:
+    """Both `nua serve` and `langgraph dev` (from .venv-langgraph, which .ci/run builds)
+    stream counted steps and turns: the figures are the full run's, not asserted here."""
+    lg = ROOT / ".venv-langgraph" / "bin" / "langgraph"
+    if not lg.exists() and not os.environ.get("NUA_LANGGRAPH_BIN"):
+        if os.environ.get("CI"):
+            pytest.fail("CI is set but .venv-langgraph is missing (.ci/run builds it)")
+        pytest.skip("no LangGraph server venv: see benchmarks/peers_server.py")
+    out = _bench("benchmarks/peers_server.py", "--seconds", "4", "--warmup", "1", "--levels", "2")
+    for name in ("opennua", "langgraph"):
+        row = re.search(
+            rf"{name} +N=2 +[1-9][0-9.]* steps/s .*\(([0-9]+) steps, ([0-9]+) turns\)", out
+        )
+        assert row, out
+        assert int(row[1]) >= 1 and re.search(r"[1-9][0-9.]* events/step", row[0]), out
