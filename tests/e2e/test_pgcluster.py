@@ -5,12 +5,19 @@ committed lost; while it is down, the store's errors, blobs included, are `Unava
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
 
 import pytest
 
-from opennua.store import Unavailable, open_store
+from opennua.store import Store, Unavailable, Watcher, open_store
 from tests.e2e._pgcluster import pg_bin, pg_cluster
+from tests.e2e._proc import Server, free_port
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -40,3 +47,71 @@ async def test_a_killed_postmaster_restarts_with_its_data_and_is_unavailable_mea
                 except Unavailable:
                     continue
             assert (await store.get_session("ses_a")).session_id == "ses_a"
+            # Wake-ups resume: the store replaced its LISTEN connection on its own.
+            async with store.watch() as watcher:
+                seq = await _append_until_woken(store, watcher)
+            assert seq >= 1
+        gc.collect()  # a connection the store left open would warn here, failing the test
+
+
+async def _append_until_woken(store: Store, watcher: Watcher) -> int:
+    # The listener reconnects on its own timer; appends made before it is back wake no one.
+    for n in range(100):
+        await store.append("ses_a", [_action(n)])
+        try:
+            _, seq = await asyncio.wait_for(anext(watcher), 0.2)
+            return int(seq)
+        except TimeoutError:
+            continue
+    raise AssertionError("no wake-up within 100 appends after the restart")
+
+
+def _action(n: int) -> dict[str, object]:
+    return {
+        "v": 1,
+        "session_id": "ses_a",
+        "seq": None,
+        "id": f"act_restart_{n:04d}",
+        "type": "message.delta",
+        "ts": "2026-12-06T08:00:00.000Z",
+        "turn_id": None,
+        "run_id": None,
+        "client_id": None,
+        "intent_id": None,
+        "data": {"text": "x"},
+    }
+
+
+def test_a_server_started_while_the_database_is_down_waits_for_it(tmp_path: Path) -> None:
+    """`nua serve` rides out a database restart at startup (what a service manager starting
+    it before PostgreSQL, or a crash during an outage, needs) and exits 69 only when the
+    database stays silent for `--db-wait` seconds."""
+    if pg_bin() is None:
+        if os.environ.get("CI"):
+            pytest.fail("CI is set but the PostgreSQL server binaries are not installed")
+        pytest.skip("initdb/pg_ctl are not installed")
+    with pg_cluster() as cluster:
+        url = cluster.create_db("nua_wait")
+        cluster.kill9()
+        # Past the connection pool's own 10 s of retries: the server's wait is what is tested.
+        starter = threading.Timer(13.0, cluster.start)
+        starter.start()
+        (tmp_path / "data").mkdir()
+        server = Server(tmp_path / "data", db=url, role="host").start()
+        try:
+            starter.join()
+            with server.client() as client:
+                assert client.post("/v1/sessions", json={}).status_code == 201
+            assert "waiting for the database" in server.log.read_text()
+        finally:
+            server.stop()
+        cluster.kill9()
+        port = str(free_port())
+        args = [sys.executable, "-m", "opennua.cli", "serve", "--data", str(tmp_path / "d2"),
+                "--port", port, "--role", "host", "--db", url, "--db-wait", "2"]  # fmt: skip
+        done = subprocess.run(args, capture_output=True, text=True, timeout=120, check=False)
+        assert done.returncode == 69, done
+        # One line of ours, the last (psycopg's pool adds its own warnings per attempt).
+        ours = [line for line in done.stderr.splitlines() if line.startswith("nua serve:")]
+        assert ours == [done.stderr.strip().splitlines()[-1]], done.stderr
+        assert "cannot open" in ours[0] and "nua_wait" in ours[0], ours
