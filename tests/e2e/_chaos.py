@@ -39,6 +39,7 @@ from typing import Any
 import httpx
 
 from opennua.protocol import action_from_dict, initial_state, reduce, replay, state_to_json
+from tests._support.polling import wait_for
 from tests.e2e._pgcluster import PgCluster
 from tests.e2e._proc import free_port, nginx_binary, write_nginx_conf
 
@@ -135,16 +136,6 @@ class Proc:
                 self.proc.wait(5)
 
 
-def wait_until(predicate: Any, timeout: float, what: str, interval: float = 0.1) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = predicate()
-        if result:
-            return result
-        time.sleep(interval)
-    raise AssertionError(f"{what}: not within {timeout} s")
-
-
 def _healthy(url: str) -> bool:
     with contextlib.suppress(httpx.HTTPError):
         return httpx.get(url + "/healthz", timeout=2).status_code == 200
@@ -198,17 +189,17 @@ class Deployment:
     def start(self) -> None:
         # The first host creates the schema and the owner token; the others then.
         self.hosts[0].start()
-        wait_until(lambda: _healthy(f"http://127.0.0.1:{self.host_ports[0]}"), 120, "host0")
+        wait_for(lambda: _healthy(f"http://127.0.0.1:{self.host_ports[0]}"), 120, "host0")
         for proc in [*self.hosts[1:], *self.supervisors, self.nginx]:
             proc.start()
         self.wait_ready()
 
     def wait_ready(self) -> None:
         for i, port in enumerate(self.host_ports):
-            wait_until(lambda port=port: _healthy(f"http://127.0.0.1:{port}"), 120, f"host{i}")
+            wait_for(lambda port=port: _healthy(f"http://127.0.0.1:{port}"), 120, f"host{i}")
         for sup in self.supervisors:
-            wait_until(sup.announced, 120, sup.name)
-        wait_until(lambda: _healthy(self.url), 60, "nginx")
+            wait_for(sup.announced, 120, sup.name)
+        wait_for(lambda: _healthy(self.url), 60, "nginx")
 
     @property
     def token(self) -> str:

@@ -21,6 +21,8 @@ from typing import Any, ClassVar
 
 import httpx
 
+from tests._support.polling import wait_for
+
 
 def free_port() -> int:
     with socket.socket() as sock:
@@ -41,7 +43,10 @@ class Server:
         blobs: str | None = None,
         lease_ttl: str = "2",
         args: Sequence[str] = (),
+        relative_data: bool = False,
     ) -> None:
+        #: Start in the data directory's parent and name it relatively (`--data data`).
+        self.relative_data = relative_data
         self.data = data
         self.args = list(args)
         self.lease_ttl = lease_ttl
@@ -62,7 +67,7 @@ class Server:
             "opennua.cli",
             "serve",
             "--data",
-            str(self.data),
+            self.data.name if self.relative_data else str(self.data),
             "--port",
             str(self.port),
             "--lease-ttl",
@@ -80,7 +85,13 @@ class Server:
         env = dict(os.environ, NUA_DEMO_STEP_DELAY=self.step_delay) | self.extra_env
         self.log = self.data / f"serve-{self.role}-{time.monotonic_ns()}.log"
         with open(self.log, "wb") as log:
-            self.proc = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT)
+            self.proc = subprocess.Popen(
+                args,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=self.data.parent if self.relative_data else None,
+            )
         # Generous: on a loaded shared machine a start takes well over 10 s.
         deadline = time.monotonic() + 90
         if self.role == "supervisor":
@@ -159,16 +170,6 @@ def write_nginx_conf(prefix: Path, host_ports: Sequence[int], edge: int) -> Path
         f"http {{ access_log off; {temp}\n{conf}\n}}\n"
     )
     return path
-
-
-def wait_for(predicate: Any, timeout: float = 60, interval: float = 0.1) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = predicate()
-        if result:
-            return result
-        time.sleep(interval)
-    raise AssertionError(f"condition not met within {timeout}s")
 
 
 @dataclass(frozen=True)

@@ -91,7 +91,7 @@ async def run_once(db: Path, work: Path, now: float, answers: dict[str, Answer])
         env = RunEnv(
             execution_id=EXECUTION,
             root_run_id=ROOT,
-            workspace=work,
+            workdir=work,
             ids=DerivedIds(EXECUTION, ms=MS),
         )
         loop = AgentLoop(

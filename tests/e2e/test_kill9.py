@@ -11,7 +11,8 @@ import httpx
 import pytest
 
 from opennua.protocol import action_from_dict, replay, state_to_json
-from tests.e2e._proc import Server, wait_for
+from tests._support.polling import wait_for
+from tests.e2e._proc import Server
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(180)]
 

@@ -6,43 +6,17 @@ and restart, resumes and completes on v1."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.e2e._proc import Server, wait_for
+from tests._support.plugins import publish_helper, release_helper
+from tests._support.polling import wait_for
+from tests.e2e._proc import Server
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(180)]
-
-
-def publish(client: httpx.Client, version: str) -> dict[str, Any]:
-    manifest = {"name": "helper", "version": version, "description": "the helper"}
-    files = {
-        ".claude-plugin/plugin.json": json.dumps(manifest).encode(),
-        "AGENTS.md": f"You are helper {version}.\n".encode(),
-    }
-    by_sha = {hashlib.sha256(data).hexdigest(): data for data in files.values()}
-    missing = client.post("/v1/plugin-files/missing", json={"sha256": sorted(by_sha)}).json()
-    for sha in missing["missing"]:
-        octets = {"Content-Type": "application/octet-stream"}
-        uploaded = client.post("/v1/plugin-files", content=by_sha[sha], headers=octets)
-        assert uploaded.status_code == 201, uploaded.text
-    listing = {
-        p: {"sha256": hashlib.sha256(d).hexdigest(), "size": len(d)} for p, d in files.items()
-    }
-    r = client.post("/v1/plugins", json={"files": listing})
-    assert r.status_code == 201, r.text
-    published: dict[str, Any] = r.json()
-    return published
-
-
-def release(client: httpx.Client, version: str) -> None:
-    r = client.post("/v1/plugins/helper/channels/stable/release", json={"version": version})
-    assert r.status_code == 200, r.text
 
 
 def start_session(client: httpx.Client, text: str) -> str:
@@ -68,20 +42,20 @@ def test_sessions_keep_the_version_they_were_created_with(tmp_path: Path) -> Non
     server = Server(tmp_path, step_delay="0.05").start()
     try:
         with server.client() as client:
-            v1, v2 = publish(client, "1.0.0"), None
-            release(client, "1.0.0")
+            v1, v2 = publish_helper(client, "1.0.0"), None
+            release_helper(client, "1.0.0")
             spec = {"plugin": "helper", "channel": "stable", "model": "scripted:demo"}
             assert client.put("/v1/deployments/support", json=spec).status_code == 200
             first = start_session(client, "report")
             opened = wait_for(lambda: state(client, first)["open_input_requests"], timeout=60)
 
-            v2 = publish(client, "2.0.0")
-            release(client, "2.0.0")
+            v2 = publish_helper(client, "2.0.0")
+            release_helper(client, "2.0.0")
             second = start_session(client, "report")
             rolled = client.post("/v1/plugins/helper/channels/stable/rollback")
             assert rolled.json()["version"] == "1.0.0"
             third = start_session(client, "report")
-            release(client, "2.0.0")
+            release_helper(client, "2.0.0")
             fourth = start_session(client, "report")
 
             expected = {first: v1, second: v2, third: v1, fourth: v2}

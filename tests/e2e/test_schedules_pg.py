@@ -11,8 +11,11 @@ from pathlib import Path
 import pytest
 
 from opennua.store import open_store
+from tests._support.polling import wait_for
 
-from ._proc import Server, wait_for
+from ._proc import Server
+
+pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.slow]
 
 RUN_SECONDS = 20.0
 
@@ -47,7 +50,6 @@ def _holder(pg_url: str, data: Path, servers: list[Server]) -> Server:
     return holder
 
 
-@pytest.mark.slow
 def test_two_schedulers_one_killed_fire_every_slot_once(tmp_path: Path, pg_url: str) -> None:
     host = Server(tmp_path, db=pg_url, role="host").start()
     supervisors = [Server(tmp_path, db=pg_url, role="supervisor").start() for _ in range(2)]

@@ -13,7 +13,8 @@ import boto3
 import httpx
 import pytest
 
-from tests.e2e._proc import Server, wait_for
+from tests._support.polling import wait_for
+from tests.e2e._proc import Server
 from tests.store._s3_server import CREDENTIALS, make_bucket, s3_server
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.postgres, pytest.mark.timeout(180)]
