@@ -76,17 +76,21 @@ class Log:
         kind: str = "message",
         retry_of: str | None = None,
         client: str | None = "cli_web",
+        client_tools: list[dict[str, Any]] | None = None,
     ) -> None:
+        data: dict[str, Any] = {
+            "execution_id": "exe_" + turn[4:],
+            "trigger": {"kind": kind, "principal_id": "prn_owner", "client_id": client},
+            "input": [{"type": "text", "text": text}],
+            "message_id": "msg_user_" + turn[4:],
+            "retry_of": retry_of,
+            "trace_id": "trace_" + turn[4:],
+        }
+        if client_tools is not None:
+            data["client_tools"] = client_tools
         self.add(
             "turn.started",
-            {
-                "execution_id": "exe_" + turn[4:],
-                "trigger": {"kind": kind, "principal_id": "prn_owner", "client_id": client},
-                "input": [{"type": "text", "text": text}],
-                "message_id": "msg_user_" + turn[4:],
-                "retry_of": retry_of,
-                "trace_id": "trace_" + turn[4:],
-            },
+            data,
             turn=turn,
             client=client,
             intent="int_" + turn[4:] if client else None,

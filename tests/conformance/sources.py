@@ -516,6 +516,49 @@ def hitl_answered_payload() -> Log:
     return log
 
 
+@vector("a client (frontend) tool: offered with the turn, called, answered with its result")
+def client_tool_answered() -> Log:
+    log = Log()
+    log.session()
+    pick = {
+        "name": "pick_color",
+        "description": "Ask the user to pick a color",
+        "parameters": {"type": "object", "properties": {"hint": {"type": "string"}}},
+    }
+    # The second one as a client may send it: no description, no parameters.
+    log.turn(T1, "Pick a color", client="agui", client_tools=[pick, {"name": "beep"}])
+    log.start(T1)
+    log.tool(T1, R, "call_pick", name="pick_color", kind="other")
+    log.add(
+        "input_request.opened",
+        {
+            "request_id": "req_01",
+            "reason": "input_required",
+            "tool_call_id": "call_pick",
+            "prompt": "Run the client tool `pick_color`",
+        },
+        turn=T1,
+        run=R,
+    )
+    log.state(T1, "requires_action")
+    log.add(
+        "input_request.resolved",
+        {
+            "request_id": "req_01",
+            "outcome": "answered",
+            "payload": "teal",
+            "answered_by": {"client_id": "agui", "principal_id": "prn_owner"},
+        },
+        turn=T1,
+        client="agui",
+        intent="int_answer",
+    )
+    log.state(T1, "running")
+    log.tool_done(T1, R, "call_pick", "teal")
+    log.end(T1)
+    return log
+
+
 @vector("HITL: a request that expires ends the turn by its deadline")
 def hitl_expired() -> Log:
     log = Log()

@@ -9,9 +9,20 @@ producer's log still loads here.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, TypeAlias
+import json
+from typing import Annotated, Any, Literal, Self, TypeAlias
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, JsonValue, Tag, TypeAdapter
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    JsonValue,
+    Tag,
+    TypeAdapter,
+    model_validator,
+)
 
 __all__ = [
     "ACTION_ADAPTER",
@@ -19,6 +30,7 @@ __all__ = [
     "ACTION_TYPES",
     "INLINE_OUTPUT_LIMIT",
     "LOST_PATHS_LIMIT",
+    "MAX_CLIENT_TOOLS",
     "PROTOCOL_VERSION",
     "TYPE_OF_DATA",
     "Action",
@@ -30,6 +42,8 @@ __all__ = [
     "ArtifactUpdatedAction",
     "AttemptStarted",
     "AttemptStartedAction",
+    "ClientTool",
+    "ClientTools",
     "ContentPart",
     "Count",
     "DeliveryUpdated",
@@ -191,6 +205,49 @@ class Trigger(_Frozen):
     """For automation: `schedule:<id>@<slot>` or `webhook:<id>/<delivery>`."""
 
 
+#: At most this many client tools per turn, and this many bytes of one tool's JSON.
+MAX_CLIENT_TOOLS = 32
+MAX_CLIENT_TOOL_BYTES = 16384
+
+
+class ClientTool(_Frozen):
+    """A tool the client defines and runs itself (an AG-UI frontend tool). The model is
+    offered it for the turn; calling it opens an input request (`input_required`, naming
+    the call), and the answer's payload is the tool's result."""
+
+    name: Annotated[str, Field(pattern=r"^[a-zA-Z0-9_-]{1,64}$")]
+    """The tool's name as models accept one (letters, digits, `_`, `-`; 64 at most). A
+    name with `__` is refused (MCP tools' form), as is one of the agent's own tools."""
+    description: Annotated[str, Field(max_length=4096)] = ""
+    """What the tool does, for the model."""
+    parameters: dict[str, JsonValue] = Field(default_factory=dict)
+    """The JSON Schema of its arguments: an object schema (`{}`: no arguments)."""
+
+    @model_validator(mode="after")
+    def _bounded(self) -> Self:
+        if "__" in self.name:
+            raise ValueError("a client tool's name may not contain `__` (MCP tools' form)")
+        if self.parameters.get("type", "object") != "object":
+            raise ValueError("a client tool's parameters must be an object schema")
+        size = len(json.dumps(self.model_dump(mode="json"), ensure_ascii=False).encode())
+        if size > MAX_CLIENT_TOOL_BYTES:
+            raise ValueError(f"a client tool is {MAX_CLIENT_TOOL_BYTES} bytes of JSON at most")
+        return self
+
+
+def check_client_tools(tools: list[ClientTool]) -> list[ClientTool]:
+    """At most `MAX_CLIENT_TOOLS`, each name once."""
+    if len(tools) > MAX_CLIENT_TOOLS:
+        raise ValueError(f"at most {MAX_CLIENT_TOOLS} client tools")
+    names = [t.name for t in tools]
+    if len(set(names)) != len(names):
+        raise ValueError("client tool names must be unique")
+    return tools
+
+
+ClientTools = Annotated[list[ClientTool], AfterValidator(check_client_tools)]
+
+
 class ErrorInfo(_Frozen):
     """An error as clients show it."""
 
@@ -309,6 +366,8 @@ class TurnStarted(_Frozen):
     """The execution this one retries, for an explicit retry."""
     trace_id: str
     """The W3C trace id the turn's spans belong to (32 hex digits)."""
+    client_tools: ClientTools = Field(default_factory=list)
+    """The tools the client that sent the message runs itself (absent: none)."""
 
 
 class TurnState(_Frozen):

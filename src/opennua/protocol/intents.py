@@ -13,7 +13,16 @@ from typing import Annotated, Literal, Self
 
 from pydantic import ConfigDict, Field, JsonValue, TypeAdapter, model_validator
 
-from opennua.protocol.actions import ContentPart, Count, ErrorInfo, Id, Timestamp, _Frozen, _tag
+from opennua.protocol.actions import (
+    ClientTools,
+    ContentPart,
+    Count,
+    ErrorInfo,
+    Id,
+    Timestamp,
+    _Frozen,
+    _tag,
+)
 
 __all__ = [
     "INTENT_ADAPTER",
@@ -61,6 +70,10 @@ class SendMessageFields(_Frozen):
     """The message's content parts, in order."""
     if_busy: Literal["reject", "enqueue", "interrupt"] = "enqueue"
     """When a turn is running: refuse (409), queue the message after it, or cancel it."""
+    client_tools: ClientTools = Field(default_factory=list)
+    """Tools the client runs itself, offered to the model for this turn beside the
+    agent's own (at most 32; a name the agent's tools use is refused). A call to one
+    waits as an input request; the client answers it with the tool's result."""
 
 
 class SendMessage(SendMessageFields, _Intent):

@@ -183,6 +183,7 @@ def _turn_started(state: SessionState, action: a.TurnStartedAction) -> None:
             "model_retry": None,
             "output": None,
             "user_message_id": d.message_id,
+            "client_tools": cast(Any, [t.model_dump(mode="json") for t in d.client_tools]),
             "started_at": action.ts,
             "ended_at": None,
             "attempts": [],

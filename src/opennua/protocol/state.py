@@ -25,6 +25,7 @@ __all__ = [
     "AnsweredBy",
     "Artifact",
     "Attempt",
+    "ClientTool",
     "Delivery",
     "DeliveryChange",
     "ErrorInfo",
@@ -141,6 +142,16 @@ class ErrorInfo(TypedDict):
     """A stable machine-readable code."""
     message: str
     """A one-line human-readable explanation."""
+
+
+@with_config(_DOCUMENTED)
+class ClientTool(TypedDict):
+    name: str
+    """The tool's name."""
+    description: str
+    """What it does, for the model."""
+    parameters: dict[str, JsonValue]
+    """The JSON Schema of its arguments."""
 
 
 @with_config(_DOCUMENTED)
@@ -395,6 +406,9 @@ class Turn(TypedDict):
     `output-schema` (from `turn.ended`); null without a schema or when the turn failed."""
     user_message_id: str
     """The message holding its input."""
+    client_tools: list[ClientTool]
+    """The tools the client that sent it runs itself: a call to one waits as an input
+    request the client answers with the result."""
     started_at: str
     """When it started."""
     ended_at: str | None

@@ -68,6 +68,9 @@ const required = (inner) =>
   Object.freeze({ [FIELD]: true, kind: "model", model: inner, required: true });
 const listOf = (inner) =>
   Object.freeze({ [FIELD]: true, kind: "list", model: inner, required: true });
+/** A list of models, [] when missing. */
+const listOrEmpty = (inner) =>
+  Object.freeze({ [FIELD]: true, kind: "list", model: inner, required: false, factory: () => [] });
 function nullable(inner) {
   const base = inner[FIELD] ? inner : { [FIELD]: true, kind: "model", model: inner };
   return Object.freeze({ ...base, required: false, default: null });
@@ -92,6 +95,11 @@ const trigger = model("Trigger", {
   principal_id: REQUIRED,
   client_id: null,
   source: null,
+});
+const clientTool = model("ClientTool", {
+  name: REQUIRED,
+  description: "",
+  parameters: JSON_OBJECT,
 });
 const errorInfo = model("ErrorInfo", { code: REQUIRED, message: REQUIRED });
 const modelRetry = model("ModelRetry", {
@@ -151,6 +159,7 @@ export const PAYLOADS = Object.freeze({
     message_id: REQUIRED,
     retry_of: null,
     trace_id: REQUIRED,
+    client_tools: listOrEmpty(clientTool),
   }),
   "turn.state": model("TurnState", {
     state: REQUIRED,

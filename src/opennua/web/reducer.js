@@ -227,6 +227,7 @@ function turnStarted(state, action) {
     model_retry: null,
     output: null,
     user_message_id: d.message_id,
+    client_tools: d.client_tools,
     started_at: action.ts,
     ended_at: null,
     attempts: [],
