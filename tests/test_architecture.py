@@ -45,6 +45,7 @@ PUBLIC: dict[str, list[str]] = {
         "check_model", "context_of", "default_agent", "link_to", "model_from_env",
         "model_priced", "pinned_ids", "resolve_model",
         "sandbox_problem", "tool", "usage_cost", "UnknownCommand", "invoke_command",
+        "AGENT_TOOL_NAMES", "client_tools",
     ],
     "runtime.testing": [
         "InMemoryJournal", "ScriptCall", "ScriptStep", "ScriptedModel", "SimulatedCrash",

@@ -18,7 +18,7 @@ from opennua.auth import Authority
 from opennua.host import Hub, SessionHost
 from opennua.protocol import action_id, new_id, timestamp
 from opennua.protocol.ids import IdKind
-from opennua.runtime import model_priced
+from opennua.runtime import AGENT_TOOL_NAMES, model_priced
 from opennua.secrets import SecretKey, SecretStore
 from opennua.server import create_app
 from opennua.server._serve import uvicorn_config
@@ -87,6 +87,7 @@ async def environment(
             ids=CountingIds(clock),
             grant_check=authority.grant_problem,
             priced=model_priced,  # as `nua serve` wires it
+            agent_tools=AGENT_TOOL_NAMES,  # likewise
         )
         await host.registry.ensure_builtin("scripted:demo")
         secrets = await SecretStore.open(store, SecretKey.generate(), clock=clock)

@@ -132,8 +132,12 @@ class SessionHost:
         grant_check: GrantCheck | None = None,
         workspace_quota: int | None = DEFAULT_WORKSPACE_QUOTA,
         priced: Callable[[str], bool] | None = None,
+        agent_tools: frozenset[str] = frozenset(),
     ) -> None:
-        """`priced`: see `Registry` (whether a model's cost can be capped)."""
+        """`priced`: see `Registry` (whether a model's cost can be capped).
+        `agent_tools`: the names of the runtime's own tools, which a client tool may not
+        take (the runtime fails a turn whose client tool clashes with one it finds only
+        then, a plugin's MCP tool)."""
         self.store = store
         self.hub = hub
         self._clock = clock
@@ -142,6 +146,7 @@ class SessionHost:
         self._principal_id = principal_id
         self._on_append = on_append
         self._grant_check = grant_check
+        self._agent_tools = agent_tools
         #: Plugins, channels and deployments; resolves a new session's snapshot.
         self.registry = Registry(store, clock=clock, workspace_quota=workspace_quota, priced=priced)
         #: Folded states and the snapshot policy.
@@ -290,6 +295,10 @@ class SessionHost:
             unknown = await self._unknown_command(session_id, intent)
             if unknown is not None:
                 return self._reject(intent, "unknown_command", unknown), False
+            taken = sorted(t.name for t in intent.client_tools if t.name in self._agent_tools)
+            if taken:
+                why = f"the agent has tools of these names: {', '.join(taken)}"
+                return self._reject(intent, "client_tool_conflict", why), False
             interrupt = active if intent.if_busy == "interrupt" else []
             input_parts = [part.model_dump(mode="json") for part in intent.content]
             trigger = {"kind": "message", "client_id": intent.client_id}
@@ -304,6 +313,7 @@ class SessionHost:
                     actor,
                     require_idle=intent.if_busy == "reject",
                     session=session,
+                    client_tools=[t.model_dump(mode="json") for t in intent.client_tools],
                 )
             except SessionBusy:
                 # Another host (or task) started a turn between our read and our commit.
@@ -328,7 +338,14 @@ class SessionHost:
             trigger = {"kind": "retry", "client_id": intent.client_id}
             try:
                 result = await self._start_turn(
-                    session_id, intent, trigger, old.input, old, [], actor
+                    session_id,
+                    intent,
+                    trigger,
+                    old.input,
+                    old,
+                    [],
+                    actor,
+                    client_tools=old.client_tools or [],
                 )
             except Refused as exc:
                 return self._reject(intent, exc.code, exc.detail), False
@@ -690,13 +707,16 @@ class SessionHost:
         also: RecordTrigger | None = None,
         new_session: tuple[SessionRecord, dict[str, Any]] | None = None,
         session: SessionRecord | None = None,
+        client_tools: list[dict[str, Any]] | None = None,
     ) -> Accepted:
         """One unit: the execution, `turn.started` + `queued`, the idempotency record.
         `require_idle` puts the busy check in that unit (`SessionBusy` if it fails), so two
         hosts on one PostgreSQL cannot both start a turn for `if_busy=reject`.
         `new_session` (record, `session.created`) is created in the same unit. With `also`
         the turn has no idempotency record: the trigger's record `also` writes keys it.
-        `session`: the session's record when the caller read it already (read once)."""
+        `session`: the session's record when the caller read it already (read once).
+        `client_tools`: the tools the client runs itself (in `turn.started` only when
+        there are some, so a turn without them logs what it always did)."""
         if session is None:
             session = new_session[0] if new_session else await self.store.get_session(session_id)
         spec = await self.registry.spec_of(session.deployment_digest)
@@ -732,6 +752,16 @@ class SessionHost:
             retry_of=retry_of.trace_context if retry_of else None,
         )
         trace_id = trace["traceparent"][3:35]
+        turn_data: dict[str, Any] = {
+            "execution_id": execution_id,
+            "trigger": trigger,
+            "input": input_parts,
+            "message_id": message_id,
+            "retry_of": retry_of.turn_id if retry_of else None,
+            "trace_id": trace_id,
+        }
+        if client_tools:
+            turn_data["client_tools"] = client_tools
         result = Accepted(
             intent_id=intent.intent_id, ids={"turn_id": turn_id, "execution_id": execution_id}
         )
@@ -740,14 +770,7 @@ class SessionHost:
             intent,
             "turn.started",
             "turn.started",
-            {
-                "execution_id": execution_id,
-                "trigger": trigger,
-                "input": input_parts,
-                "message_id": message_id,
-                "retry_of": retry_of.turn_id if retry_of else None,
-                "trace_id": trace_id,
-            },
+            turn_data,
             turn_id=turn_id,
             now=now,
         )
@@ -781,6 +804,7 @@ class SessionHost:
                     snapshot_digest=session.snapshot_digest,
                     deadline_at=now + (deadline or self._deadline_seconds),
                     trace_context=trace,
+                    client_tools=client_tools or None,
                 )
             )
             if grant is not None:

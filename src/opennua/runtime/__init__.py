@@ -20,6 +20,7 @@ from opennua import exports_on_demand
 
 if TYPE_CHECKING:
     from opennua.runtime._agent import AgentDefinition, SubAgentDefinition, agent_digest
+    from opennua.runtime._client_tools import AGENT_TOOL_NAMES, client_tools
     from opennua.runtime._egress import EGRESS_PATH, EgressRelay
     from opennua.runtime._env import (
         Answer,
@@ -123,9 +124,12 @@ _WHERE = {
     "usage_cost": "_prices",
     "UnknownCommand": "_slash",
     "invoke_command": "_slash",
+    "AGENT_TOOL_NAMES": "_client_tools",
+    "client_tools": "_client_tools",
 }
 
 __all__ = [
+    "AGENT_TOOL_NAMES",
     "EGRESS_PATH",
     "GATEWAY_PATH",
     "SANDBOX_CHOICES",
@@ -169,6 +173,7 @@ __all__ = [
     "agent_from_plugin",
     "check_model",
     "choose_sandbox",
+    "client_tools",
     "context_of",
     "default_agent",
     "describe_sandbox",

@@ -127,9 +127,14 @@ class AgentDefinition:
     def offered(
         self, tools: Mapping[str, Tool], subagent: str | None, depth: int
     ) -> dict[str, Tool]:
-        """The tools a run sees: a named sub-agent's own list (of the parent's), and no
-        `task` below `max_depth`."""
-        out = {n: t for n, t in tools.items() if not (n == "task" and depth >= self.max_depth)}
+        """The tools a run sees: a named sub-agent's own list (of the parent's), no `task`
+        below `max_depth`, and the client's tools in the root run only (the client asked
+        for them in its turn; a sub-agent's calls are not shown to it as its own)."""
+        out = {
+            n: t
+            for n, t in tools.items()
+            if not (n == "task" and depth >= self.max_depth) and not (t.client and depth > 0)
+        }
         sub = self.subagent(subagent) if subagent is not None else None
         if sub is not None and sub.tools is not None:
             out = {n: t for n, t in out.items() if matches(n, sub.tools)}

@@ -2,16 +2,21 @@
 
 reasoning → plan → write a workspace file → `shell` (needs approval) → a `researcher`
 sub-agent that plans and reads the file → publish `report.md` → a streamed final answer.
+
+A turn whose client offers tools of its own (AG-UI frontend tools) plays a short script
+instead: call the client's first tool, then answer with what it returned.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from typing import Any
 
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, ToolReturnPart
+from pydantic_ai.tools import ToolDefinition
 
-from opennua.runtime._scripted import ScriptedModel, ScriptStep, call
+from opennua.runtime._scripted import ScriptCall, ScriptedModel, ScriptStep, call
 
 DEMO_STEP_DELAY_ENV = "NUA_DEMO_STEP_DELAY"
 DEFAULT_STEP_DELAY = 0.3
@@ -177,6 +182,37 @@ def _without_shell(index: int, why: str) -> ScriptStep:
     )
 
 
+def _client_turn(messages: Sequence[ModelMessage], tools: Sequence[ToolDefinition]) -> ScriptStep:
+    """Call the client's first tool, then say what it returned (so whoever reads the
+    turn sees the model got the client's result)."""
+    tool = tools[0]
+    for message in messages:
+        if not isinstance(message, ModelRequest):
+            continue
+        for part in message.parts:
+            if isinstance(part, ToolReturnPart) and part.tool_name == tool.name:
+                return ScriptStep(
+                    reasoning="The client ran its tool; answering with its result.",
+                    text=f"The client tool `{tool.name}` returned: {part.content}",
+                )
+    return ScriptStep(
+        reasoning=f"The client offers `{tool.name}`; the client runs it, so I call it.",
+        calls=(ScriptCall(tool.name, _example_args(tool.parameters_json_schema)),),
+    )
+
+
+def _example_args(schema: dict[str, Any]) -> dict[str, Any]:
+    """Arguments for a schema the demo knows nothing of: "demo" for each string property."""
+    properties = schema.get("properties")
+    if not isinstance(properties, dict):
+        return {}
+    return {
+        name: "demo"
+        for name, prop in properties.items()
+        if isinstance(prop, dict) and prop.get("type") == "string"
+    }
+
+
 def demo_step_delay() -> float:
     raw = os.environ.get(DEMO_STEP_DELAY_ENV)
     return DEFAULT_STEP_DELAY if raw in (None, "") else float(raw)
@@ -188,4 +224,5 @@ def demo_model(step_delay: float | None = None) -> ScriptedModel:
         workers={WORKER_TASK: WORKER_SCRIPT},
         model_name="demo",
         step_delay=demo_step_delay() if step_delay is None else step_delay,
+        client_script=_client_turn,
     )

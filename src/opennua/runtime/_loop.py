@@ -78,6 +78,7 @@ class AgentLoop:
         model: Model | None = None,
         limits: Limits | None = None,
         tools: Sequence[Tool] = (),
+        client_tools: Sequence[Tool] = (),
         resolve: Callable[[str], Model] = resolve_model,
     ) -> None:
         self.agent = agent
@@ -86,6 +87,7 @@ class AgentLoop:
         self.model = model if model is not None else resolve_model(agent.model)
         self.limits = limits or Limits()
         self._extra_tools = tuple(tools)
+        self._client_tools = tuple(client_tools)
         self._resolve = resolve  # a sub-agent's own model (its front matter `model`)
         self._answers: dict[str, Answer] = {}
         self._cancel = CancelScope()
@@ -123,7 +125,17 @@ class AgentLoop:
                             f"{exc.message}\n(the deployment requires this server)", code=exc.code
                         ) from exc
                     unavailable.append((server.name, exc))
-            self._tool_map = self.agent.governed(tools)
+            taken = sorted({t.name for t in tools} & {t.name for t in self._client_tools})
+            if taken:
+                # Never offer the model two tools of one name, nor drop the client's quietly.
+                raise RuntimeFailure(
+                    f"the client's tools are named like the agent's: {', '.join(taken)}",
+                    code="client_tool_conflict",
+                )
+            self._tool_map = {
+                **self.agent.governed(tools),
+                **{t.name: t for t in self._client_tools},
+            }
             self._writer = await self._load()
             try:
                 await self._report_unavailable(unavailable)

@@ -45,7 +45,7 @@ from opennua.runtime._events import RuntimeEvent
 from opennua.runtime._ops import IssueOp, ResponseOp
 from opennua.runtime._retry import ModelFailure, classify, retry_delay
 from opennua.runtime._state import RunState, tool_calls, usage_of
-from opennua.runtime._tools import Tool
+from opennua.runtime._tools import CLIENT_TOOL_METADATA, Tool
 from opennua.runtime._tracing import Spans
 from opennua.runtime._writer import StepWriter
 
@@ -177,7 +177,11 @@ class ModelCalls:
     def _request_params(self, run: RunState, depth: int) -> ModelRequestParameters:
         tools = [
             ToolDefinition(
-                name=t.name, description=t.description, parameters_json_schema=t.parameters_schema
+                name=t.name,
+                description=t.description,
+                parameters_json_schema=t.parameters_schema,
+                # Said to no provider; scripted models read it (`ScriptedModel.client_script`).
+                metadata=CLIENT_TOOL_METADATA if t.client else None,
             )
             for t in self._agent.offered(self._tools, run.agent, depth).values()
         ]

@@ -33,7 +33,10 @@ from pydantic_ai.models.function import (
     FunctionStreamedResponse,
 )
 from pydantic_ai.settings import ModelSettings
+from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.usage import RequestUsage
+
+from opennua.runtime._tools import CLIENT_TOOL_METADATA
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,8 @@ def calls(*items: ScriptCall, text: str = "", reasoning: str = "") -> ScriptStep
 
 
 ScriptFn = Callable[[list[ModelMessage]], ScriptStep]
+#: A script for turns whose client offers tools of its own: it is given them.
+ClientScriptFn = Callable[[list[ModelMessage], Sequence[ToolDefinition]], ScriptStep]
 
 
 def first_prompt(messages: Sequence[ModelMessage]) -> str:
@@ -128,6 +133,8 @@ class _ScriptedStream(FunctionStreamedResponse):
 
 class ScriptedModel(FunctionModel):
     """A model that plays a script. `workers` maps a sub-agent's task text to its own script.
+    `client_script` plays instead of the script when the client offers tools of its own
+    (the root run of a turn with client tools), and is given them.
 
     `provider` and `model_name` are what its responses say served them: a test that needs
     its usage priced names a real pair (`openai`, `gpt-4o`); nothing is ever sent.
@@ -141,15 +148,22 @@ class ScriptedModel(FunctionModel):
         model_name: str = "scripted",
         provider: str = "scripted",
         step_delay: float = 0.0,
+        client_script: ClientScriptFn | None = None,
     ) -> None:
         super().__init__(self._respond, stream_function=self._stream_items, model_name=model_name)
         self._system = provider
         self._script = script
         self._workers = dict(workers or {})
+        self._client_script = client_script
         self.step_delay = step_delay
 
-    def step_for(self, messages: list[ModelMessage]) -> ScriptStep:
+    def step_for(
+        self, messages: list[ModelMessage], tools: Sequence[ToolDefinition] = ()
+    ) -> ScriptStep:
         script = self._workers.get(first_prompt(messages), self._script)
+        client = [t for t in tools if t.metadata == CLIENT_TOOL_METADATA]
+        if client and self._client_script is not None and script is self._script:
+            return self._client_script(messages, client)
         if callable(script):
             return script(messages)
         index = sum(isinstance(m, ModelResponse) for m in messages)
@@ -158,7 +172,7 @@ class ScriptedModel(FunctionModel):
         return script[index]
 
     def _respond(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        step = self.step_for(messages)
+        step = self.step_for(messages, info.function_tools)
         parts: list[Any] = []
         if step.reasoning:
             parts.append(ThinkingPart(step.reasoning))
@@ -174,9 +188,13 @@ class ScriptedModel(FunctionModel):
         return raw if raw is not None else json.dumps(step.calls[i].args)
 
     async def _stream_items(
-        self, messages: list[ModelMessage], info: AgentInfo
+        self, messages: list[ModelMessage], info: AgentInfo | None
     ) -> AsyncIterator[Any]:
-        step = self.step_for(messages)
+        step = self.step_for(messages, info.function_tools if info is not None else ())
+        async for item in self._step_items(step):
+            yield item
+
+    async def _step_items(self, step: ScriptStep) -> AsyncIterator[Any]:
         if step.reasoning:
             for chunk in _chunks(step.reasoning):
                 yield {0: DeltaThinkingPart(content=chunk)}
@@ -199,11 +217,11 @@ class ScriptedModel(FunctionModel):
         model_settings, params = self.prepare_request(model_settings, model_request_parameters)
         if self.step_delay:
             await asyncio.sleep(self.step_delay)
-        step = self.step_for(messages)
+        step = self.step_for(messages, params.function_tools)
         stream = _ScriptedStream(
             model_request_parameters=params,
             _model_name=self.model_name,
-            _iter=self._stream_items(messages, None),  # type: ignore[arg-type]
+            _iter=self._step_items(step),
             _script_usage=step.usage or default_usage(messages, step),
             _provider=self._system,
         )

@@ -17,6 +17,8 @@ from opennua.protocol.actions import ToolKind
 from opennua.runtime._sandbox import Sandbox
 
 ToolFn = Callable[..., Awaitable[Any] | Any]
+#: The `metadata` of a client tool's definition as models are offered it.
+CLIENT_TOOL_METADATA: dict[str, Any] = {"opennua_client_tool": True}
 
 
 class ArtifactPort(Protocol):
@@ -98,6 +100,8 @@ class Tool:
     args_model: type[BaseModel] | None
     takes_context: bool
     json_schema: dict[str, Any] | None = None
+    #: A tool the client runs itself (`_client_tools`): offered to the root run only.
+    client: bool = False
 
     @property
     def parameters_schema(self) -> dict[str, Any]:

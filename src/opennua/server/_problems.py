@@ -74,6 +74,7 @@ CODES: dict[str, tuple[int, str]] = {
     "invalid_hook": (422, "Invalid hook"),
     "invalid_subscription": (422, "Invalid subscription"),
     "unknown_command": (422, "Unknown slash command"),
+    "client_tool_conflict": (422, "Client tool named like an agent tool"),
     "invalid_payload": (422, "Invalid webhook payload"),
     "invalid_secret": (422, "Invalid secret"),
     "secret_missing": (422, "Credential reference names no secret"),

@@ -37,6 +37,7 @@ from opennua.automation import SUBSCRIPTION_RETRY, Deliverer, Outbound, Schedule
 from opennua.gateway import Gateway, issue_ticket
 from opennua.host import DEFAULT_WORKSPACE_QUOTA, Hub, SessionHost
 from opennua.runtime import (
+    AGENT_TOOL_NAMES,
     ModelConfigError,
     SandboxLimits,
     check_model,
@@ -348,6 +349,7 @@ async def _serve(
                 grant_check=authority.grant_problem,
                 workspace_quota=config.workspace_quota,
                 priced=_model_priced,
+                agent_tools=AGENT_TOOL_NAMES,
             )
             await host.registry.ensure_builtin(model)
             allowed = [*default_allowed_hosts(config.host, config.port), *config.allowed_hosts]

@@ -64,6 +64,9 @@ class Execution:
     #: W3C trace context of the turn's span: {"traceparent": ..., "parent": ...} (see
     #: docs/observability.md); None when the execution was accepted without one.
     trace_context: Any = None
+    #: The tools the client runs itself (`[{name, description, parameters}]`), offered to
+    #: the model beside the agent's; None or empty: none.
+    client_tools: Any = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +136,7 @@ ACTIVE_SQL = "(" + ", ".join(f"'{status}'" for status in ACTIVE_STATUSES) + ")"
 EXEC_COLS = (
     "execution_id, session_id, turn_id, status, created_at, principal_id, trigger, input, "
     "retry_of, snapshot_digest, deadline_at, owner, epoch, attempt, lease_expires_at, "
-    "cancel_requested, result, error, finished_at, trace_context"
+    "cancel_requested, result, error, finished_at, trace_context, client_tools"
 )
 
 
@@ -159,6 +162,7 @@ def execution_from_row(r: Row) -> Execution:
         error=loads(r[17]),
         finished_at=r[18],
         trace_context=loads(r[19]),
+        client_tools=loads(r[20]),
     )
 
 
@@ -182,8 +186,8 @@ class CreateExecution(Op):
         e = self.execution
         rows = yield Query(
             "INSERT INTO executions (execution_id, session_id, turn_id, status, created_at, "
-            "principal_id, trigger, input, retry_of, snapshot_digest, deadline_at, trace_context) "
-            "VALUES (?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?) "
+            "principal_id, trigger, input, retry_of, snapshot_digest, deadline_at, trace_context, "
+            "client_tools) VALUES (?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?) "
             "ON CONFLICT (execution_id) DO NOTHING RETURNING execution_id",
             (
                 e.execution_id,
@@ -197,6 +201,7 @@ class CreateExecution(Op):
                 e.snapshot_digest,
                 e.deadline_at,
                 dumps(e.trace_context, "an execution's trace context"),
+                dumps(e.client_tools or None, "an execution's client tools"),
             ),
         )
         if not rows:

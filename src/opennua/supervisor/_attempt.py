@@ -35,6 +35,7 @@ from opennua.runtime import (
     Stopped,
     Suspended,
     Tracing,
+    client_tools,
     invoke_command,
 )
 from opennua.store import (
@@ -387,7 +388,14 @@ class AttemptRunner:
             # `/name args`: the plugin's command, expanded here from the pinned plugin, so
             # every attempt of the execution runs the same prompt with the same tools.
             agent, prompt = invoke_command(agent, text)
-            loop = AgentLoop(agent, self.journal, env, model=self.config.model, limits=bound.limits)
+            loop = AgentLoop(
+                agent,
+                self.journal,
+                env,
+                model=self.config.model,
+                limits=bound.limits,
+                client_tools=client_tools(execution.client_tools),
+            )
             return await loop.run(prompt, answers=await self._answers(), cancel=self.cancel)
 
     async def _heartbeat(self) -> None:
