@@ -29,11 +29,13 @@ from opennua.protocols.agui import (
     InputError,
     RunStream,
     check_ids,
+    client_tools,
     content,
     message_key,
     request_turn,
     resume_intents,
     thread_key,
+    tool_answer,
     turn_of_message,
     user_message,
 )
@@ -133,12 +135,21 @@ async def _run(ctx: AppContext, auth: Authorized, session_id: str, body: RunAgen
                 if result.type != "accepted":
                     return _refusal(result)
             turn_id = request_turn(before, body.resume[0].interrupt_id)
+        elif (answer := tool_answer(session_id, body, before)) is not None:
+            # The client ran its tool: the result answers the call's request, and the
+            # run follows the turn that waited for it.
+            result = await ctx.host.submit(session_id, answer, actor=actor)
+            _count(ctx, answer.type, result)
+            if result.type != "accepted":
+                return _refusal(result)
+            turn_id = request_turn(before, answer.request_id)
         elif (message := user_message(body, before)) is not None:
             index = len(body.messages) - 1
             send = SendMessage(
                 intent_id=message_key(session_id, message.id),
                 client_id=CLIENT_ID,
                 content=content(message, index),
+                client_tools=client_tools(body),
             )
             result = await ctx.host.submit(session_id, send, actor=actor)
             _count(ctx, send.type, result)

@@ -10,6 +10,9 @@
 - `resume` answers the interrupts of the last run: `answer_input` per entry (a payload
   `{"option_id": …}` selects that option, any other payload is the answer); a cancelled
   entry cancels the turn.
+- `tools` (frontend tools) go with the new message as its `client_tools`; a call of one
+  waits as an input request. A run whose last message is a `ToolMessage` answers the
+  request of that call with its content (`tool_answer`), keyed by the run and the call.
 """
 
 from __future__ import annotations
@@ -17,11 +20,21 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from ag_ui.core import ResumeEntry, RunAgentInput, UserMessage
-from pydantic import ValidationError
+from ag_ui.core import ResumeEntry, RunAgentInput, ToolMessage, UserMessage
+from pydantic import TypeAdapter, ValidationError
 
 from opennua.protocol import AnswerInput, Cancel, SessionState
-from opennua.protocol.actions import ContentPart, ResourceLinkPart, TextPart
+from opennua.protocol.actions import (
+    ClientTool,
+    ClientTools,
+    ContentPart,
+    ResourceLinkPart,
+    TextPart,
+)
+
+from ._views import client_call, result_id
+
+_CLIENT_TOOLS: TypeAdapter[list[ClientTool]] = TypeAdapter(ClientTools)
 
 #: The client id our intents from AG-UI carry (AG-UI has no client identity of its own).
 CLIENT_ID = "agui"
@@ -99,6 +112,45 @@ def content(message: UserMessage, index: int) -> list[ContentPart]:
     if not parts or not 1 <= len(parts) <= 64:
         raise InputError(where, "a message has 1 to 64 parts")
     return parts
+
+
+def client_tools(run: RunAgentInput) -> list[ClientTool]:
+    """The run's frontend tools as our client tools (name, description, parameters), with
+    our bounds: at most 32, names as models take them, each 16 KiB of JSON at most."""
+    raw = [
+        {"name": t.name, "description": t.description, "parameters": t.parameters or {}}
+        for t in run.tools or []
+    ]
+    try:
+        return _CLIENT_TOOLS.validate_python(raw)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        raise InputError(["body", "tools", *first["loc"]], first["msg"]) from exc
+
+
+def tool_answer(session_id: str, run: RunAgentInput, state: SessionState) -> AnswerInput | None:
+    """The answer a run whose last message is a `ToolMessage` gives: its content is the
+    result of the client tool call it names, keyed by the run and the call (the same run
+    sent again is one answer; another client's is another, and the first one wins). None
+    when the last message is no tool message, or one of ours (a snapshot's tool result);
+    `InputError` when it names no call of a client tool in this thread."""
+    if not run.messages or not isinstance(run.messages[-1], ToolMessage):
+        return None
+    message = run.messages[-1]
+    if message.id == result_id(message.tool_call_id):
+        return None  # our own tool's result, as a snapshot gave it: a reconnect
+    where: list[str | int] = ["body", "messages", len(run.messages) - 1, "toolCallId"]
+    for turn in state["turns"]:
+        for request in turn["input_requests"].values():
+            if request["tool_call_id"] == message.tool_call_id and client_call(turn, request):
+                key = f"agui_tool_{_digest(session_id, run.run_id, message.tool_call_id)}"
+                return AnswerInput(
+                    intent_id=key,
+                    client_id=CLIENT_ID,
+                    request_id=request["request_id"],
+                    payload=message.content,
+                )
+    raise InputError(where, f"no call {message.tool_call_id} of a client tool in this thread")
 
 
 def resume_intents(

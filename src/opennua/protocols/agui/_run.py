@@ -55,6 +55,7 @@ from ._patch import json_patch
 from ._views import (
     FINISHED_CALLS,
     arguments,
+    client_call,
     find_turn,
     interrupt,
     items,
@@ -333,7 +334,12 @@ class RunStream:
             return [RunErrorEvent(message=error["message"], code=error["code"], usage=usage)]
         open_requests = [r for r in turn["input_requests"].values() if r["status"] == "open"]
         if turn["state"] == "requires_action" and open_requests:
-            interrupts = [interrupt(turn, request) for request in open_requests]
+            # A call of the client's own tool was sent as TOOL_CALL_START/ARGS/END: the run
+            # ends, the client runs the tool and sends its result in a new run.
+            asked = [r for r in open_requests if not client_call(turn, r)]
+            if not asked:
+                return [self._finished(RunFinishedSuccessOutcome(), turn)]
+            interrupts = [interrupt(turn, request) for request in asked]
             outcome = RunFinishedInterruptOutcome(interrupts=interrupts)
             return [self._finished(outcome, turn)]
         return []

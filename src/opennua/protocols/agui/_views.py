@@ -172,6 +172,14 @@ def messages(state: SessionState, *, live: bool = False) -> list[Message]:
     return out
 
 
+def client_call(turn: Turn, request: InputRequest) -> bool:
+    """Whether `request` waits for the client to run one of its own tools (the call of a
+    tool the turn's client defined): the run ends with the call, not an interrupt."""
+    call = turn["tool_calls"].get(request["tool_call_id"] or "")
+    names = {tool["name"] for tool in turn.get("client_tools", [])}  # older snapshots: none
+    return request["reason"] == "input_required" and call is not None and call["name"] in names
+
+
 def interrupt(turn: Turn, request: InputRequest) -> Interrupt:
     """An open input request as the interrupt a run ends with."""
     options = request["options"]
