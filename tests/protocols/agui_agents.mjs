@@ -4,9 +4,11 @@
 // between runs as a frontend's agent does.
 //
 //   {cmd: "agent", name, url, token, threadId}   make an agent
-//   {cmd: "run", name, message?, resume?, runId?, slow?, dropInterrupts?}  start a run
-//       (reply at once); `resume`: {interruptId | "*": payload | "cancel"}; `slow`: ms to
-//       wait per event
+//   {cmd: "run", name, message?, resume?, runId?, slow?, dropInterrupts?, tools?,
+//        toolResult?}  start a run (reply at once); `resume`: {interruptId | "*": payload |
+//       "cancel"}; `slow`: ms to wait per event; `tools`: the frontend's tools;
+//       `toolResult`: the frontend ran the last tool call the agent holds and this is its
+//       result (sent as a ToolMessage)
 //   {cmd: "wait", name}    reply when the agent's run ends: its events and outcome
 //   {cmd: "abort", name}   the client goes away mid-run (reply when it is gone)
 //   {cmd: "view", name}    the agent's messages, state and pending interrupts now
@@ -40,6 +42,13 @@ function start(a, cmd) {
   const params = { runId: cmd.runId ?? randomUUID(), abortController: controller };
   if (cmd.message !== undefined) {
     a.agent.addMessage({ id: cmd.messageId ?? randomUUID(), role: "user", content: cmd.message });
+  }
+  if (cmd.tools !== undefined) params.tools = cmd.tools;
+  if (cmd.toolResult !== undefined) {
+    // What a frontend does with a call of its own tool: run it, add the result, run again.
+    const calls = a.agent.messages.flatMap((m) => (m.role === "assistant" ? m.toolCalls ?? [] : []));
+    const call = calls[calls.length - 1];
+    a.agent.addMessage({ id: randomUUID(), role: "tool", toolCallId: call.id, content: cmd.toolResult });
   }
   if (cmd.resume !== undefined) {
     params.resume = a.agent.pendingInterrupts.map((it) => {
