@@ -75,3 +75,11 @@ async def test_a_client_tool_named_like_an_agent_tool_fails_the_turn(tmp_path: P
         assert exc.code == "client_tool_conflict"
     else:
         raise AssertionError("the clash was not refused")
+
+
+def test_client_tools_are_offered_to_the_root_run_only() -> None:
+    agent = default_agent("scripted:demo")
+    tools = {t.name: t for t in (*agent.tools, *client_tools([PICK]))}
+    assert "pick_color" in agent.offered(tools, None, depth=0)
+    assert "pick_color" not in agent.offered(tools, None, depth=1)
+    assert "read_file" in agent.offered(tools, None, depth=1)
