@@ -1,6 +1,6 @@
 """The columns of the conformance matrix: one driver per client, all with one interface.
 
-A scenario (a row, `test_matrix.py`) is written once against `Driver`; a driver says how
+A scenario (a row, `_matrix.py`) is written once against `Driver`; a driver says how
 *its* client starts a turn, what it shows, how it answers, reconnects and reads an
 artifact. Adding a client is adding a driver here (and its name to `COLUMNS`).
 
