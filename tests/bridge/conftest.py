@@ -70,6 +70,8 @@ def bridge(served: Served, synapse: Synapse, tmp_path: Path) -> Iterator[BridgeP
         yield proc
     finally:
         proc.stop()
+        # Shown by pytest only when the test failed: what the bridge saw and did.
+        print(proc.log()[-8000:])
 
 
 @pytest.fixture

@@ -205,6 +205,7 @@ class MatrixBridge:
         relates = content.get("m.relates_to") or {}
         target = self.ledger.source_of_event(str(relates.get("event_id")))
         if target is None or target[1] != "request":
+            _log.info("reaction %s is not to an input request; ignored", event.get("event_id"))
             return
         sender = str(event["sender"])
         refusal = await self._refusal(room_id, sender)
@@ -320,6 +321,8 @@ class MatrixBridge:
             _, state = await self.host.session(session_id).snapshot()
         request = _find_request(state, request_id)
         if request is None:
+            _log.warning("input request %s is not in %s; %s ignored", request_id, session_id,
+                         event.get("event_id"))  # fmt: skip
             return
         if request["status"] == "resolved":
             who = self._who(request["answered_by"], request_id)

@@ -1,7 +1,9 @@
 """The protocol conformance matrix: the seeds' seven scenarios (rows) × every client
-(columns), with real processes. Each scenario is written once against `Driver`
-(`_drivers.py`); each column is a driver. Each cell asserts its row's core assertion and
-takes the Host's own state and history as the truth. The run writes the matrix to
+(columns), with real processes. The rows are here; each `test_matrix_*.py` runs them for
+its share of the columns (`column_fixture`), so the columns spread over the test workers.
+Each scenario is written once against `Driver` (`_drivers.py`); each column is a driver.
+Each cell asserts its row's core assertion and takes the Host's own state and history as
+the truth. The run writes the matrix to
 docs/conformance.md (`conftest.py`), and a ✗ there is a failed test here.
 
 Shared per column: one `nua serve` (the zero-delay scripted demo) and one driver — a
@@ -67,6 +69,18 @@ COLUMNS["acp"] = ("ACP", "tests.conformance._acp:AcpDriver", _none)
 COLUMNS["a2a"] = ("A2A", "tests.conformance._a2a:A2ADriver", _none)
 COLUMNS["desk"] = ("feedback desk", "tests.conformance._desk:DeskDriver", _desk)
 
+#: What each `test_matrix_*.py` takes: the rows, and the event loop their drivers share.
+__all__ = [
+    "loop",
+    "test_artifact_after_restart",
+    "test_disconnect_and_reconnect",
+    "test_hitl_first_writer_wins",
+    "test_slow_and_concurrent_clients",
+    "test_todo_and_sub_agents",
+    "test_tools_and_streaming",
+    "test_usage_and_trace",
+]
+
 #: test function -> its row in the matrix, in the seeds' order
 ROWS = {
     "test_tools_and_streaming": "1 tools and streaming: ordered, no duplicates",
@@ -86,26 +100,34 @@ def loop() -> Iterator[Loop]:
     running.close()
 
 
-@pytest.fixture(scope="module", params=list(COLUMNS))
-def driver(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, loop: Loop
-) -> Iterator[Driver]:
-    _, target, needs = COLUMNS[request.param]
-    missing = needs()
-    if missing:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI is set but {missing}")
-        pytest.skip(missing)
-    module, name = target.split(":")
-    server = column_server(tmp_path_factory.mktemp(request.param))
-    try:
-        made: Driver = getattr(importlib.import_module(module), name)(server, loop)
+def column_fixture(columns: list[str]) -> Any:
+    """The `driver` fixture of a module that runs the rows for `columns`: one server and
+    one driver per column, shared by its seven rows."""
+    unknown = set(columns) - set(COLUMNS)
+    assert not unknown, f"no such column: {unknown}"
+
+    @pytest.fixture(scope="module", params=columns)
+    def driver(
+        request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, loop: Loop
+    ) -> Iterator[Driver]:
+        _, target, needs = COLUMNS[request.param]
+        missing = needs()
+        if missing:
+            if os.environ.get("CI"):
+                pytest.fail(f"CI is set but {missing}")
+            pytest.skip(missing)
+        module, name = target.split(":")
+        server = column_server(tmp_path_factory.mktemp(request.param))
         try:
-            yield made
+            made: Driver = getattr(importlib.import_module(module), name)(server, loop)
+            try:
+                yield made
+            finally:
+                made.close()
         finally:
-            made.close()
-    finally:
-        server.stop()
+            server.stop()
+
+    return driver
 
 
 def _assert_log_is_gapless(history: list[dict[str, Any]]) -> None:

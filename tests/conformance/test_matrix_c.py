@@ -1,0 +1,6 @@
+"""The conformance matrix's rows (`_matrix.py`) for the columns desk, agui, a2a."""
+
+from tests.conformance._matrix import *  # noqa: F403 (the rows and the shared loop)
+from tests.conformance._matrix import column_fixture
+
+driver = column_fixture(["desk", "agui", "a2a"])
