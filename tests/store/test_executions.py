@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+from dataclasses import replace
 from pathlib import Path
 
 import psycopg
@@ -55,6 +56,21 @@ async def test_claim_takes_the_oldest_and_records_an_attempt(
         "sup_a",
         1,
     )
+
+
+async def test_an_executions_client_tools_are_what_every_claim_reads(
+    store: Store, clock: FakeClock
+) -> None:
+    tools = [{"name": "pick_color", "description": "", "parameters": {"type": "object"}}]
+    await store.create_session("ses_a", created_at=clock.now)
+    await store.create_execution(
+        replace(execution("exe_1", "ses_a", clock.now), client_tools=tools)
+    )
+    await store.create_execution(execution("exe_2", "ses_a", clock.now + 1))
+    assert (await store.get_execution("exe_1")).client_tools == tools
+    assert (await store.get_execution("exe_2")).client_tools is None
+    claimed = await store.claim("sup_a", clock.now, TTL)
+    assert claimed is not None and claimed.execution.client_tools == tools
 
 
 async def test_two_claimers_one_wins(store: Store, clock: FakeClock) -> None:
