@@ -215,9 +215,11 @@ class ClientTool(_Frozen):
     offered it for the turn; calling it opens an input request (`input_required`, naming
     the call), and the answer's payload is the tool's result."""
 
-    name: Annotated[str, Field(pattern=r"^[a-zA-Z0-9_-]{1,64}$")]
-    """The tool's name as models accept one (letters, digits, `_`, `-`; 64 at most). A
-    name with `__` is refused (MCP tools' form), as is one of the agent's own tools."""
+    name: Annotated[
+        str, Field(min_length=1, max_length=64, pattern=r"^_?(?:[a-zA-Z0-9-]+_)*[a-zA-Z0-9-]*$")
+    ]
+    """The tool's name as models accept one (letters, digits, `_`, `-`; 64 at most), with
+    no `__` (MCP tools' form). One of the agent's own tools' names is refused (422)."""
     description: Annotated[str, Field(max_length=4096)] = ""
     """What the tool does, for the model."""
     parameters: dict[str, JsonValue] = Field(default_factory=dict)
@@ -225,8 +227,6 @@ class ClientTool(_Frozen):
 
     @model_validator(mode="after")
     def _bounded(self) -> Self:
-        if "__" in self.name:
-            raise ValueError("a client tool's name may not contain `__` (MCP tools' form)")
         if self.parameters.get("type", "object") != "object":
             raise ValueError("a client tool's parameters must be an object schema")
         size = len(json.dumps(self.model_dump(mode="json"), ensure_ascii=False).encode())
