@@ -68,6 +68,8 @@ def calls(*items: ScriptCall, text: str = "", reasoning: str = "") -> ScriptStep
 
 
 ScriptFn = Callable[[list[ModelMessage]], ScriptStep]
+#: A script that also sees the names of the tools the request offers (`sees_tools`).
+ToolScriptFn = Callable[[list[ModelMessage], Sequence[str]], ScriptStep]
 
 
 def first_prompt(messages: Sequence[ModelMessage]) -> str:
@@ -135,30 +137,35 @@ class ScriptedModel(FunctionModel):
 
     def __init__(
         self,
-        script: Sequence[ScriptStep] | ScriptFn,
+        script: Sequence[ScriptStep] | ScriptFn | ToolScriptFn,
         *,
         workers: Mapping[str, Sequence[ScriptStep] | ScriptFn] | None = None,
         model_name: str = "scripted",
         provider: str = "scripted",
         step_delay: float = 0.0,
+        sees_tools: bool = False,
     ) -> None:
         super().__init__(self._respond, stream_function=self._stream_items, model_name=model_name)
         self._system = provider
         self._script = script
         self._workers = dict(workers or {})
         self.step_delay = step_delay
+        #: The script is a `ToolScriptFn`: it is told the tools offered.
+        self._sees_tools = sees_tools
 
-    def step_for(self, messages: list[ModelMessage]) -> ScriptStep:
+    def step_for(self, messages: list[ModelMessage], tools: Sequence[str] = ()) -> ScriptStep:
         script = self._workers.get(first_prompt(messages), self._script)
         if callable(script):
-            return script(messages)
+            if self._sees_tools and script is self._script:
+                return script(messages, tools)  # type: ignore[call-arg]
+            return script(messages)  # type: ignore[call-arg]
         index = sum(isinstance(m, ModelResponse) for m in messages)
         if index >= len(script):
             return ScriptStep(text="(the script has no more steps)")
         return script[index]
 
     def _respond(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        step = self.step_for(messages)
+        step = self.step_for(messages, [t.name for t in info.function_tools])
         parts: list[Any] = []
         if step.reasoning:
             parts.append(ThinkingPart(step.reasoning))
@@ -173,10 +180,10 @@ class ScriptedModel(FunctionModel):
         raw = step.raw_args[i] if i < len(step.raw_args) else None
         return raw if raw is not None else json.dumps(step.calls[i].args)
 
-    async def _stream_items(
-        self, messages: list[ModelMessage], info: AgentInfo
-    ) -> AsyncIterator[Any]:
-        step = self.step_for(messages)
+    def _stream_items(self, messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[Any]:
+        return self._items(self.step_for(messages, [t.name for t in info.function_tools]))
+
+    async def _items(self, step: ScriptStep) -> AsyncIterator[Any]:
         if step.reasoning:
             for chunk in _chunks(step.reasoning):
                 yield {0: DeltaThinkingPart(content=chunk)}
@@ -199,11 +206,11 @@ class ScriptedModel(FunctionModel):
         model_settings, params = self.prepare_request(model_settings, model_request_parameters)
         if self.step_delay:
             await asyncio.sleep(self.step_delay)
-        step = self.step_for(messages)
+        step = self.step_for(messages, [t.name for t in params.function_tools])
         stream = _ScriptedStream(
             model_request_parameters=params,
             _model_name=self.model_name,
-            _iter=self._stream_items(messages, None),  # type: ignore[arg-type]
+            _iter=self._items(step),
             _script_usage=step.usage or default_usage(messages, step),
             _provider=self._system,
         )
