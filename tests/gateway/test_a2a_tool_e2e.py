@@ -1,0 +1,160 @@
+"""One opennua deployment calls another through A2A, as a tool, with real processes: one
+`nua serve` hosts deployment `b` (the echo agent) and deployment `a`, whose plugin
+declares `b` as a remote A2A agent (`.a2a.json`). A's turn runs on the offline
+`scripted:a2a` model, which sends the user's message to the agent; the gateway injects
+B's credential (an opennua token of an agent principal, held as a workspace secret and
+named by reference), B's turn runs, and A's tool result carries B's answer.
+
+Then what goes wrong is a failed tool call with a clear error, never a crash: the
+credential deleted (`secret_missing`, refused by the gateway), the token revoked (B
+answers 401), a host outside the egress list (refused when deploying).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests._support.polling import wait_for
+from tests.cli.conftest import Nua
+from tests.e2e._proc import Server
+
+from ._flows import ask, calls_by_name, ended, session_state
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(300)]
+
+TOOL = "helper__send_message"
+
+
+def _plugin(root: Path, name: str, files: dict[str, str]) -> Path:
+    (root / ".claude-plugin").mkdir(parents=True)
+    manifest = {"name": name, "version": "1.0.0", "description": f"the {name} agent"}
+    (root / ".claude-plugin" / "plugin.json").write_text(json.dumps(manifest))
+    for path, text in files.items():
+        (root / path).write_text(text)
+    return root
+
+
+def _publish(nua: Nua, root: Path, name: str) -> None:
+    published = nua("plugin", "publish", str(root))
+    assert published.exit_code == 0, published.output
+    assert nua("plugin", "release", name, "1.0.0").exit_code == 0
+
+
+def _deploy(http: httpx.Client, name: str, spec: dict[str, Any]) -> httpx.Response:
+    return http.put(f"/v1/deployments/{name}", json={"model": "scripted:a2a", **spec})
+
+
+def _agent_token(http: httpx.Client) -> tuple[str, str]:
+    """(token id, token) of a new agent principal of the owner's workspace (a member)."""
+    workspace = http.get("/v1/whoami").json()["workspaces"][0]["workspace_id"]
+    agent = http.post(
+        f"/v1/workspaces/{workspace}/agent-principals", json={"name": "a-calls-b"}
+    ).json()
+    made = http.post("/v1/tokens", json={"principal_id": agent["principal_id"]})
+    assert made.status_code == 201, made.text
+    return made.json()["token_id"], made.json()["token"]
+
+
+def _audit(nua: Nua) -> list[dict[str, Any]]:
+    listed = nua("audit", "--json")
+    assert listed.exit_code == 0, listed.output
+    return [json.loads(line) for line in listed.output.splitlines() if line.strip()]
+
+
+def test_a_deployment_calls_another_through_a2a_via_the_gateway(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    server = Server(data, env={"NUA_DEMO_STEP_DELAY": "0"}).start()
+    nua = Nua(server)
+    try:
+        b_url = f"{server.url}/v1/a2a/b"
+        _publish(nua, _plugin(tmp_path / "echo", "echo", {"AGENTS.md": "Echo.\n"}), "echo")
+        agents = {"agents": {"helper": {"url": b_url, "description": "the echo agent"}}}
+        caller = _plugin(
+            tmp_path / "caller",
+            "caller",
+            {
+                "AGENTS.md": "Ask the helper.\n",
+                ".a2a.json": json.dumps(agents),
+                # Loopback: the plugin's egress list names it (as the MCP e2e tests do).
+                "opennua.toml": '[access]\negress = ["127.0.0.1"]\n',
+            },
+        )
+        _publish(nua, caller, "caller")
+        with server.client() as http:
+            token_id, token = _agent_token(http)
+            assert _deploy(http, "b", {"plugin": "echo"}).status_code in (200, 201)
+            credential = [{"server": "helper", "secret": "b-token"}]
+            missing = _deploy(http, "a", {"plugin": "caller", "credentials": credential})
+            assert missing.status_code == 422 and missing.json()["code"] == "secret_missing"
+            assert nua("secret", "set", "b-token", input=token + "\n").exit_code == 0
+            deployed = _deploy(http, "a", {"plugin": "caller", "credentials": credential})
+            assert deployed.status_code in (200, 201), deployed.text
+            # A host outside the plugin's egress list is refused when deploying, named.
+            evil = _deploy(
+                http,
+                "a-evil",
+                {
+                    "plugin": "caller",
+                    "tools": {"helper": {"url": "http://evil.example/v1/a2a/b"}},
+                },
+            )
+            assert evil.status_code == 422 and evil.json()["code"] == "egress_denied", evil.text
+            assert "A2A agent helper at evil.example" in evil.json()["detail"]
+
+            # A's turn calls B through the gateway; B's turn runs; A reads B's answer.
+            sid, _ = ask(http, "hello from A", deployment="a")
+            turn = ended(http, sid)
+            assert turn["stop_reason"] == "end_turn", turn
+            call = calls_by_name(turn)[TOOL]
+            assert call["status"] == "completed", call
+            result = json.loads(call["output"])
+            assert result["state"] == "completed" and result["text"] == "echo: hello from A"
+            said = [m["text"] for m in turn["messages"].values() if m["role"] == "assistant"]
+            assert f"{TOOL} answered: " in "".join(said) and "echo: hello from A" in "".join(said)
+            # B's side: the task is a turn of a session on deployment b, run as the
+            # agent principal whose token the gateway injected.
+            b_state = session_state(http, result["context_id"])
+            [b_turn] = b_state["turns"]
+            assert b_turn["execution_id"] == result["task_id"]
+            assert b_turn["stop_reason"] == "end_turn"
+            assert b_turn["trigger"]["principal_id"] != turn["trigger"]["principal_id"]
+
+            records = wait_for(lambda: [a for a in _audit(nua) if a["server"] == "helper"], 10)
+            [record] = records
+            assert record["tool"] == "send_message" and record["outcome"] == "ok", record
+            assert record["credential"] == "b-token" and record["host"] == "127.0.0.1"
+            assert record["execution_id"] == turn["execution_id"]
+
+            # The token revoked: B refuses it; A's tool call fails, saying so.
+            assert http.delete(f"/v1/tokens/{token_id}").status_code == 200
+            sid, _ = ask(http, "after the revocation", deployment="a")
+            turn = ended(http, sid)
+            assert turn["stop_reason"] == "end_turn", turn
+            call = calls_by_name(turn)[TOOL]
+            assert call["status"] == "failed", call
+            assert "HTTP 401 token_revoked" in call["error"]["message"], call
+
+            # The secret deleted: the gateway refuses the call before it leaves.
+            assert nua("secret", "delete", "b-token").exit_code == 0
+            sid, _ = ask(http, "without the secret", deployment="a")
+            turn = ended(http, sid)
+            assert turn["stop_reason"] == "end_turn", turn
+            call = calls_by_name(turn)[TOOL]
+            assert call["status"] == "failed" and "secret_missing" in json.dumps(call), call
+            records = wait_for(
+                lambda: [a for a in _audit(nua) if a["server"] == "helper"][2:] and _audit(nua),
+                10,
+            )
+            outcomes = sorted((a["outcome"], a["code"]) for a in records if a["server"] == "helper")
+            assert outcomes == [("error", "upstream_401"), ("ok", None),
+                                ("refused", "secret_missing")]  # fmt: skip
+        # Nothing of the token reached a log or the model's view of the call.
+        assert token not in "".join(p.read_text() for p in data.glob("serve-*.log"))
+    finally:
+        server.stop()
