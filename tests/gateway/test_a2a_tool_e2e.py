@@ -131,6 +131,20 @@ def test_a_deployment_calls_another_through_a2a_via_the_gateway(tmp_path: Path) 
             assert record["credential"] == "b-token" and record["host"] == "127.0.0.1"
             assert record["execution_id"] == turn["execution_id"]
 
+            # B waiting for its caller's input (the demo asks to approve a command): A's
+            # tool result says so, with the task id a follow-up names.
+            assert _deploy(http, "b-demo", {"plugin": "echo", "model": "scripted:demo"}).is_success
+            demo_url = {"helper": {"url": f"{server.url}/v1/a2a/b-demo"}}
+            spec = {"plugin": "caller", "credentials": credential, "tools": demo_url}
+            assert _deploy(http, "a-demo", spec).json()["name"] == "a-demo"
+            sid, _ = ask(http, "write the report", deployment="a-demo")
+            turn = ended(http, sid)
+            waiting = json.loads(calls_by_name(turn)[TOOL]["output"])
+            assert waiting["state"] == "input-required" and waiting["task_id"], waiting
+            assert "call again with this task_id" in waiting["next"]
+            b_turn = session_state(http, waiting["context_id"])["turns"][0]
+            assert b_turn["state"] == "requires_action" and b_turn["stop_reason"] is None
+
             # The token revoked: B refuses it; A's tool call fails, saying so.
             assert http.delete(f"/v1/tokens/{token_id}").status_code == 200
             sid, _ = ask(http, "after the revocation", deployment="a")
@@ -148,11 +162,12 @@ def test_a_deployment_calls_another_through_a2a_via_the_gateway(tmp_path: Path) 
             call = calls_by_name(turn)[TOOL]
             assert call["status"] == "failed" and "secret_missing" in json.dumps(call), call
             records = wait_for(
-                lambda: [a for a in _audit(nua) if a["server"] == "helper"][2:] and _audit(nua),
+                lambda: [a for a in _audit(nua) if a["server"] == "helper"][3:] and _audit(nua),
                 10,
             )
             outcomes = sorted((a["outcome"], a["code"]) for a in records if a["server"] == "helper")
-            assert outcomes == [("error", "upstream_401"), ("ok", None),
+            # B's answer, B waiting for input, B refusing the token, the gateway refusing.
+            assert outcomes == [("error", "upstream_401"), ("ok", None), ("ok", None),
                                 ("refused", "secret_missing")]  # fmt: skip
         # Nothing of the token reached a log or the model's view of the call.
         assert token not in "".join(p.read_text() for p in data.glob("serve-*.log"))

@@ -134,7 +134,7 @@ async def test_a_deployment_names_an_agent_as_it_names_an_mcp_server(
             tools={"review": {"url": "https://agents.example.com/v2"}},
             credentials=[{"server": "review", "secret": "review-token"}],
         )
-        assert saved.spec["credentials"][0]["server"] == "review"
+        assert saved.name == "w" and saved.spec["credentials"][0]["server"] == "review"
         refusals = {
             "invalid_deployment": {"tools": {"review": {"command": "python3"}}},
             "egress_denied": {"tools": {"review": {"url": "https://evil.example/a2a"}}},

@@ -558,12 +558,12 @@ class Registry:
                 f"tools: {', '.join(unknown)} is not an MCP server or A2A agent of "
                 f"{where} (it has: {_names(servers)})",
             )
-        for name in sorted(agents & set(spec.tools)):
-            override = spec.tools[name]
+        for agent in sorted(agents & set(spec.tools)):
+            override = spec.tools[agent]
             if override.command is not None or override.args is not None:
                 raise Refused(
                     "invalid_deployment",
-                    f"tools: {name} is an A2A agent: give it a url, not a command",
+                    f"tools: {agent} is an A2A agent: give it a url, not a command",
                 )
         workspace_id = scope.workspace_id if scope else None
         remote = remote_urls(plugin, spec)

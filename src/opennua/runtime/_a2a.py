@@ -91,7 +91,6 @@ async def _send(
     context_id: str | None,
     task_id: str | None,
 ) -> str:
-    from a2a.client import A2AClientError
     from a2a.client.transports.jsonrpc import JsonRpcTransport
     from a2a.types import (
         AgentCard,
@@ -101,6 +100,7 @@ async def _send(
         SendMessageConfiguration,
         SendMessageRequest,
     )
+    from a2a.utils.errors import A2AError
 
     url = gateway.url.rstrip("/") + A2A_GATEWAY_PATH + quote(agent.name, safe="")
     message = Message(
@@ -118,7 +118,7 @@ async def _send(
         transport = JsonRpcTransport(http, AgentCard(name=agent.name), url, is_shared_httpx=True)
         try:
             response = await transport.send_message(request)
-        except A2AClientError as exc:
+        except A2AError as exc:  # the SDK's client errors, and JSON-RPC errors mapped
             if refused.get("code") == "grant_revoked" and gateway.on_revoked is not None:
                 await gateway.on_revoked()
             why = refused.get("why") or f"{type(exc).__name__}: {exc}"
