@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import signal
-import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,7 +18,7 @@ from acp import text_block
 from acp.schema import PermissionOption, ToolCallUpdate
 
 from tests._support.polling import wait_for
-from tests.conformance._drivers import Answered, Driver, View
+from tests.conformance._drivers import Answered, Driver, View, stalled
 from tests.conformance._host import DEMO, Loop
 from tests.e2e._proc import Server
 from tests.protocols._acp_editor import Editor, editor
@@ -212,19 +210,10 @@ class AcpDriver(Driver):
 
     @contextlib.contextmanager
     def slow(self, sid: str) -> Iterator[None]:
-        # An editor whose agent process stalls: stopped for 3 s while the session moves
-        # on, its event stream backing up and the editor's prompt waiting in its stdin;
-        # then it must catch up.
-        proc = self.open[sid].editor.proc
-        assert proc is not None
-        proc.send_signal(signal.SIGSTOP)
-        wake = threading.Timer(3, proc.send_signal, (signal.SIGCONT,))
-        wake.start()
-        try:
+        # An editor whose agent process stalls: its event stream backs up and the
+        # editor's prompt waits in its stdin; then it must catch up.
+        with stalled(self.open[sid].editor.proc):
             yield
-        finally:
-            wake.cancel()
-            proc.send_signal(signal.SIGCONT)
 
 
 def _walk(

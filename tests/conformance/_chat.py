@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import re
-import signal
-import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,7 +16,7 @@ from opennua.bridge import Homeserver, delivery_id
 from opennua.bridge._render import card
 from tests._support.polling import wait_for
 from tests.bridge._matrix_env import BridgeProc, Person, Synapse, from_bot, new_messages, shown
-from tests.conformance._drivers import Answered, Driver, View
+from tests.conformance._drivers import Answered, Driver, View, stalled
 from tests.conformance._host import DEMO, Loop
 from tests.e2e._proc import Server, free_port
 
@@ -189,15 +187,7 @@ class ChatDriver(Driver):
 
     @contextlib.contextmanager
     def slow(self, sid: str) -> Iterator[None]:
-        # A bridge that stalls: stopped for 3 s while the session moves on, its event
-        # stream backing up; then it must catch up (and read the room's message).
-        proc = self.bridge.proc
-        assert proc is not None
-        proc.send_signal(signal.SIGSTOP)
-        wake = threading.Timer(3, proc.send_signal, (signal.SIGCONT,))
-        wake.start()
-        try:
+        # A bridge that stalls, its event stream backing up; then it must catch up (and
+        # read the room's message).
+        with stalled(self.bridge.proc):
             yield
-        finally:
-            wake.cancel()
-            proc.send_signal(signal.SIGCONT)

@@ -17,7 +17,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
@@ -26,7 +25,7 @@ from feedback_desk.db import Database
 from feedback_desk.provision import EVENTS, Nua
 
 from tests._support.polling import wait_for
-from tests.conformance._drivers import Answered, Driver, View
+from tests.conformance._drivers import Answered, Driver, View, stalled
 from tests.conformance._host import DEMO, Loop, restart
 from tests.e2e._proc import Server, free_port
 
@@ -191,15 +190,6 @@ class DeskDriver(Driver):
 
     @contextlib.contextmanager
     def slow(self, sid: str) -> Iterator[None]:
-        # A webhook receiver that stalls: the desk is stopped for 3 s while the session
-        # moves on and deliveries back up; then it must catch up.
-        proc = self.proc
-        assert proc is not None
-        proc.send_signal(signal.SIGSTOP)
-        wake = threading.Timer(3, proc.send_signal, (signal.SIGCONT,))
-        wake.start()
-        try:
+        # A webhook receiver that stalls: deliveries back up; then it must catch up.
+        with stalled(self.proc):
             yield
-        finally:
-            wake.cancel()
-            proc.send_signal(signal.SIGCONT)

@@ -16,6 +16,7 @@ import json
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -65,6 +66,21 @@ def timeline_items(state: dict[str, Any]) -> tuple[str, ...]:
     for turn in state["turns"]:
         walk(turn, turn["timeline"])
     return tuple(out)
+
+
+@contextlib.contextmanager
+def stalled(proc: subprocess.Popen[Any] | None, seconds: float = 3) -> Iterator[None]:
+    """A client process that stalls: stopped (SIGSTOP) for `seconds` while the session
+    moves on, its input backing up; then it runs again and must catch up."""
+    assert proc is not None
+    proc.send_signal(signal.SIGSTOP)
+    wake = threading.Timer(seconds, proc.send_signal, (signal.SIGCONT,))
+    wake.start()
+    try:
+        yield
+    finally:
+        wake.cancel()
+        proc.send_signal(signal.SIGCONT)
 
 
 def view_of_state(state: dict[str, Any]) -> View:
