@@ -58,6 +58,11 @@ def test_agents_are_read_with_their_prefix_and_description(plugin_dir: Path) -> 
     assert review.prefix == "Review_Bot" and review.configured
     assert not later.configured  # a placeholder: a deployment gives its URL
     assert any(p.file == ".a2a.json" and "later" in p.message for p in plugin.problems)
+    # Listed beside the MCP servers (`nua plugin show`, a version's `servers`).
+    assert plugin.connections()[-2:] == [
+        {"name": "Review Bot", "prefix": "Review_Bot", "transport": "a2a", "configured": True},
+        {"name": "later", "prefix": "later", "transport": "a2a", "configured": False},
+    ]
 
 
 @pytest.mark.parametrize(

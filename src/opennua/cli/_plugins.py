@@ -23,7 +23,7 @@ from opennua.plugins import Plugin, PluginError, read_plugin, scaffold_plugin
 
 from ._context import ExitCode, Settings, execute, fail, settings, write_line
 from ._marketplace import publish_marketplace
-from ._plugin_output import print_contents, problems_doc, servers_doc, short, summary
+from ._plugin_output import print_contents, problems_doc, short, summary
 
 plugin_app = typer.Typer(no_args_is_help=True, help="Publish and release plugins.")
 deployment_app = typer.Typer(no_args_is_help=True, help="Inspect deployments.")
@@ -81,7 +81,7 @@ def validate(ctx: typer.Context, root: Dir, json_out: JsonFlag = False) -> None:
     cfg = settings(ctx)
     plugin, _ = _read(cfg, root, json_out=json_out)
     size = sum(f.size for f in plugin.files)
-    problems, servers = problems_doc(plugin.problems), servers_doc(plugin)
+    problems, servers = problems_doc(plugin.problems), plugin.connections()
     if json_out:
         doc = {"valid": True, "name": plugin.name, "version": plugin.version}
         extra = {"digest": plugin.digest, "files": len(plugin.files), "size": size}

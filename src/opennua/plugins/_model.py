@@ -165,6 +165,15 @@ class Plugin:
     #: instead of dropped.
     problems: tuple[Problem, ...] = ()
 
+    def connections(self) -> list[dict[str, Any]]:
+        """Its MCP servers and A2A agents (transport `a2a`) as the version's answer and
+        `nua plugin show` list them: name, tool prefix, transport, configured."""
+        rows: list[tuple[str, str, str, bool]]
+        rows = [(s.name, s.prefix, s.transport, s.configured) for s in self.mcp_servers]
+        rows += [(a.name, a.prefix, "a2a", a.configured) for a in self.a2a_agents]
+        keys = ("name", "prefix", "transport", "configured")
+        return [dict(zip(keys, row, strict=True)) for row in rows]
+
     def servers_to_configure(self) -> tuple[McpServerSpec, ...]:
         """Remote servers without a URL: a deployment must supply one."""
         return tuple(s for s in self.mcp_servers if not s.configured)
