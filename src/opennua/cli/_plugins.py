@@ -278,9 +278,9 @@ def deploy(
         typer.Option(
             "--mcp-url",
             "--tool",
-            help="SERVER=URL: reach one of the plugin's MCP servers there (a placeholder "
-            'server, `"url": ""`, needs one); SERVER=COMMAND [ARGS…]: start it with that '
-            "command instead (one shell-quoted string). Repeatable.",
+            help="SERVER=URL: reach one of the plugin's MCP servers or A2A agents there (a "
+            'placeholder, `"url": ""`, needs one); SERVER=COMMAND [ARGS…]: start an MCP '
+            "server with that command instead (one shell-quoted string). Repeatable.",
         ),
     ] = None,
     require_server: Annotated[
@@ -311,8 +311,8 @@ def deploy(
         list[str] | None,
         typer.Option(
             "--credential",
-            help="SERVER=SECRET[:HEADER]: send that secret to that MCP server (default "
-            "header Authorization, as `Bearer <value>`). A reference: no value here.",
+            help="SERVER=SECRET[:HEADER]: send that secret to that MCP server or A2A agent "
+            "(default header Authorization, as `Bearer <value>`). A reference: no value here.",
         ),
     ] = None,
     sandbox_secret: Annotated[
