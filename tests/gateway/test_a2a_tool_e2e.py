@@ -66,26 +66,30 @@ def _audit(nua: Nua) -> list[dict[str, Any]]:
     return [json.loads(line) for line in listed.output.splitlines() if line.strip()]
 
 
+def _publish_both(nua: Nua, tmp_path: Path, b_url: str) -> None:
+    """`echo` (B's plugin) and `caller` (A's), whose agent `helper` is at `b_url`."""
+    _publish(nua, _plugin(tmp_path / "echo", "echo", {"AGENTS.md": "Echo.\n"}), "echo")
+    agents = {"agents": {"helper": {"url": b_url, "description": "the echo agent"}}}
+    caller = _plugin(
+        tmp_path / "caller",
+        "caller",
+        {
+            "AGENTS.md": "Ask the helper.\n",
+            ".a2a.json": json.dumps(agents),
+            # Loopback: the plugin's egress list names it (as the MCP e2e tests do).
+            "opennua.toml": '[access]\negress = ["127.0.0.1"]\n',
+        },
+    )
+    _publish(nua, caller, "caller")
+
+
 def test_a_deployment_calls_another_through_a2a_via_the_gateway(tmp_path: Path) -> None:
     data = tmp_path / "data"
     data.mkdir()
     server = Server(data, env={"NUA_DEMO_STEP_DELAY": "0"}).start()
     nua = Nua(server)
     try:
-        b_url = f"{server.url}/v1/a2a/b"
-        _publish(nua, _plugin(tmp_path / "echo", "echo", {"AGENTS.md": "Echo.\n"}), "echo")
-        agents = {"agents": {"helper": {"url": b_url, "description": "the echo agent"}}}
-        caller = _plugin(
-            tmp_path / "caller",
-            "caller",
-            {
-                "AGENTS.md": "Ask the helper.\n",
-                ".a2a.json": json.dumps(agents),
-                # Loopback: the plugin's egress list names it (as the MCP e2e tests do).
-                "opennua.toml": '[access]\negress = ["127.0.0.1"]\n',
-            },
-        )
-        _publish(nua, caller, "caller")
+        _publish_both(nua, tmp_path, f"{server.url}/v1/a2a/b")
         with server.client() as http:
             token_id, token = _agent_token(http)
             assert _deploy(http, "b", {"plugin": "echo"}).status_code in (200, 201)
@@ -171,5 +175,50 @@ def test_a_deployment_calls_another_through_a2a_via_the_gateway(tmp_path: Path) 
                                 ("refused", "secret_missing")]  # fmt: skip
         # Nothing of the token reached a log or the model's view of the call.
         assert token not in "".join(p.read_text() for p in data.glob("serve-*.log"))
+    finally:
+        server.stop()
+
+
+def test_a_call_in_flight_when_the_server_dies_is_the_same_task_after_the_restart(
+    tmp_path: Path,
+) -> None:
+    """kill -9 while A's call waits on B (the demo, paced): after the restart A's attempt
+    re-runs the call (idempotent), with the same message id, and B's A2A server answers
+    with the task it already has: B ran one turn, not two."""
+    data = tmp_path / "data"
+    data.mkdir()
+    server = Server(data, env={"NUA_DEMO_STEP_DELAY": "1.5"}).start()
+    nua = Nua(server)
+    try:
+        _publish_both(nua, tmp_path, f"{server.url}/v1/a2a/b")
+        with server.client() as http:
+            _, token = _agent_token(http)
+            assert nua("secret", "set", "b-token", input=token + "\n").exit_code == 0
+            assert _deploy(http, "b", {"plugin": "echo", "model": "scripted:demo"}).is_success
+            spec = {"plugin": "caller", "credentials": [{"server": "helper", "secret": "b-token"}]}
+            assert _deploy(http, "a", spec).is_success
+            sid, _ = ask(http, "write the report", deployment="a")
+
+            def b_running() -> list[dict[str, Any]]:
+                listed = http.get("/v1/sessions", params={"deployment": "b"}).json()["items"]
+                return listed if listed and session_state(http, listed[0]["session_id"])[
+                    "turns"
+                ][0]["state"] == "running" else []  # fmt: skip
+
+            [b_session] = wait_for(b_running, 60, "B's turn running")
+        server.kill9()
+        server.start()
+        with server.client() as http:
+            turn = ended(http, sid)
+            assert turn["stop_reason"] == "end_turn", turn
+            result = json.loads(calls_by_name(turn)[TOOL]["output"])
+            assert result["state"] == "input-required", result
+            assert result["context_id"] == b_session["session_id"]
+            b_state = session_state(http, b_session["session_id"])
+            assert [t["execution_id"] for t in b_state["turns"]] == [result["task_id"]]
+            # A's side: the call started before the crash and was re-run after it.
+            attempts = http.get(f"/v1/executions/{turn['execution_id']}").json()["attempts"]
+            assert len(attempts) >= 2, attempts
+            assert len(http.get("/v1/sessions", params={"deployment": "b"}).json()["items"]) == 1
     finally:
         server.stop()

@@ -26,6 +26,7 @@ import httpx
 
 from opennua.runtime._env import GatewayRoute
 from opennua.runtime._errors import ToolError
+from opennua.runtime._mcp import _traceparent
 from opennua.runtime._tools import Tool, ToolContext, make_tool
 
 #: Where the gateway takes messages to A2A agents (`gateway.A2A_PATH`).
@@ -156,7 +157,8 @@ def _gateway_http(gateway: GatewayRoute, refused: dict[str, str]) -> httpx.Async
         headers={"Authorization": f"Bearer {gateway.ticket}"},
         timeout=_TIMEOUT,
         transport=transport,
-        event_hooks={"response": [note]},
+        # The tool call's trace context: the gateway's span of the call is its child.
+        event_hooks={"request": [_traceparent], "response": [note]},
     )
 
 
