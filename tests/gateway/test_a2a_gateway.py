@@ -14,8 +14,11 @@ from urllib.parse import quote
 
 import httpx
 import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from opennua.gateway import A2A_PATH, PATH
+from opennua.gateway import A2A_PATH, PATH, Gateway
 from opennua.runtime import ToolContext, ToolError
 from opennua.runtime._a2a import A2aAgent, a2a_tool
 from opennua.runtime._env import GatewayRoute
@@ -101,6 +104,33 @@ async def test_an_agent_outside_the_egress_list_is_refused_at_call_time(world: W
     assert world.upstream.seen == []
     [record] = await _records(world, execution_id)
     assert (record.outcome, record.code) == ("refused", "egress_denied")
+
+
+async def test_a_message_is_a_span_of_its_execution_on_the_a2a_route(world: World) -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    traced = Gateway(world.store, world.secrets, tracer_provider=provider)
+    try:
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=traced), base_url="http://gateway"
+        ) as c:
+            refused = await c.post(
+                A2A_PATH + "other",
+                json=_send(),
+                headers={"Authorization": f"Bearer {world.ticket}"},
+            )
+        assert refused.json()["error"]["data"]["code"] == "tool_not_allowed"
+    finally:
+        await traced.aclose()
+    [span] = exporter.get_finished_spans()
+    assert span.name == "SendMessage send_message"
+    attributes = dict(span.attributes or {})
+    assert attributes["http.route"] == "/v1/gateway/a2a/{agent}"
+    assert attributes["rpc.method"] == "SendMessage" and "mcp.method.name" not in attributes
+    assert attributes["opennua.gateway.server"] == "other"
+    assert attributes["opennua.execution_id"] == world.execution_id
+    assert attributes["opennua.gateway.code"] == "tool_not_allowed"
 
 
 # -- the runtime's tool ---------------------------------------------------------------

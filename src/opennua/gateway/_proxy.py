@@ -59,7 +59,7 @@ from ._audit import AUDIT_INTERVAL, AuditLog, record_of
 from ._egress import EGRESS_PATH, Egress
 from ._redact import REFUSED, Redactor
 from ._resolve import A2A, Connection, Refusal, Resolver, ResolverStore
-from ._spans import CallSpans
+from ._spans import A2A_ROUTE, CallSpans
 
 
 class ProxyStore(ResolverStore, GatewayStore, Protocol):
@@ -216,7 +216,7 @@ class Gateway:
         (`SendStreamingMessage`) is not offered: every answer passes through the redaction
         whole."""
         server = request.path.removeprefix(A2A_PATH).strip("/")
-        call["server"] = server
+        call["server"], call["route"] = server, A2A_ROUTE
         if request.method != "POST":
             return _problem(405, "method_not_allowed", "POST a JSON-RPC SendMessage")
         body = await request.body(MAX_BODY)
