@@ -83,13 +83,24 @@ def _publish_both(nua: Nua, tmp_path: Path, b_url: str) -> None:
     _publish(nua, caller, "caller")
 
 
-def test_a_deployment_calls_another_through_a2a_via_the_gateway(tmp_path: Path) -> None:
+def _started(tmp_path: Path, *, step_delay: str) -> tuple[Server, Nua]:
+    """A `nua serve` with both plugins published (the demo paced by `step_delay`)."""
     data = tmp_path / "data"
     data.mkdir()
-    server = Server(data, env={"NUA_DEMO_STEP_DELAY": "0"}).start()
+    server = Server(data, env={"NUA_DEMO_STEP_DELAY": step_delay}).start()
     nua = Nua(server)
     try:
         _publish_both(nua, tmp_path, f"{server.url}/v1/a2a/b")
+    except BaseException:
+        server.stop()
+        raise
+    return server, nua
+
+
+def test_a_deployment_calls_another_through_a2a_via_the_gateway(tmp_path: Path) -> None:
+    server, nua = _started(tmp_path, step_delay="0")
+    data = server.data
+    try:
         with server.client() as http:
             token_id, token = _agent_token(http)
             assert _deploy(http, "b", {"plugin": "echo"}).status_code in (200, 201)
@@ -185,12 +196,8 @@ def test_a_call_in_flight_when_the_server_dies_is_the_same_task_after_the_restar
     """kill -9 while A's call waits on B (the demo, paced): after the restart A's attempt
     re-runs the call (idempotent), with the same message id, and B's A2A server answers
     with the task it already has: B ran one turn, not two."""
-    data = tmp_path / "data"
-    data.mkdir()
-    server = Server(data, env={"NUA_DEMO_STEP_DELAY": "1.5"}).start()
-    nua = Nua(server)
+    server, nua = _started(tmp_path, step_delay="1.5")
     try:
-        _publish_both(nua, tmp_path, f"{server.url}/v1/a2a/b")
         with server.client() as http:
             _, token = _agent_token(http)
             assert nua("secret", "set", "b-token", input=token + "\n").exit_code == 0

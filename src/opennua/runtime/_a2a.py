@@ -17,6 +17,7 @@ why the tool is declared idempotent.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -47,12 +48,8 @@ class A2aAgent:
     description: str = ""
 
     def describe(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "url": self.url,
-            "prefix": self.prefix,
-            "description": self.description,
-        }
+        """Every field (all are part of the agent's digest)."""
+        return dataclasses.asdict(self)
 
 
 def a2a_tool(agent: A2aAgent, gateway: GatewayRoute | None) -> Tool:
