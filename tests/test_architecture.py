@@ -104,7 +104,8 @@ PUBLIC: dict[str, list[str]] = {
     "cli": ["app", "main"],
     "protocols": [],
     "plugins": [
-        "MAX_FILES", "MAX_FILE_BYTES", "MAX_TOTAL_BYTES", "AccessPolicy", "McpServerSpec",
+        "MAX_FILES", "MAX_FILE_BYTES", "MAX_TOTAL_BYTES", "A2aAgentSpec", "AccessPolicy",
+        "McpServerSpec",
         "Plugin", "PluginError", "PluginFile", "Problem", "Settings", "Severity", "Skill",
         "SubAgent", "builtin_plugin_root", "read_plugin", "scaffold_plugin",
         "HOOK_EVENTS", "Command", "Hook", "HookEvent", "find_command", "parse_invocation",
@@ -114,7 +115,9 @@ PUBLIC: dict[str, list[str]] = {
         "DEFAULT_ALIASES", "UndefinedVariable", "expand_variables", "model_of_alias",
         "undefined_variables", "unmapped_aliases",
     ],
-    "gateway": ["EGRESS_PATH", "PATH", "AuditLog", "Gateway", "Redactor", "issue_ticket"],
+    "gateway": [
+        "A2A_PATH", "EGRESS_PATH", "PATH", "AuditLog", "Gateway", "Redactor", "issue_ticket",
+    ],
     "automation": [
         "Automation", "AutomationError", "BadSignature", "CronError", "Delivered", "HookSpec",
         "Plan", "Run", "ScheduleSpec", "Scheduler", "Secrets", "TemplateError", "new_secret",

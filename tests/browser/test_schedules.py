@@ -29,11 +29,9 @@ def test_the_schedules_page_lists_next_fire_and_recent_runs(
                   "prompt": "happy new year"},
         ).json()  # fmt: skip
         assert client.post(f"/v1/schedules/{yearly['schedule_id']}/pause").status_code == 200
-        runs = wait_for(
+        wait_for(
             lambda: (
-                (r := client.get(f"/v1/schedules/{ticking['schedule_id']}/runs").json()["runs"])
-                and len(r) >= 2
-                and r
+                len(client.get(f"/v1/schedules/{ticking['schedule_id']}/runs").json()["runs"]) >= 2
             ),
             timeout=30,
         )
@@ -47,14 +45,16 @@ def test_the_schedules_page_lists_next_fire_and_recent_runs(
     paused = f'.schedules li[data-schedule-id="{yearly["schedule_id"]}"]'
     assert page.is_visible(f"{paused} [data-paused]")
     assert "Asia/Tokyo" in page.inner_text(paused)
-    # The runs are the fires' own: slots the API lists, newest first, each to its session
-    # (the newest: a per-second schedule pushes older runs off the page under load).
-    slot = runs[0]["fire_time"]
-    page.wait_for_selector(f'{ticker} .runs li[data-fire-time="{slot}"]')
+    # The runs are the fires' own: the page's newest run is one the API lists (read after
+    # the page drew it: a per-second schedule goes on firing meanwhile), with its session.
+    slot = page.get_attribute(f"{ticker} .runs li", "data-fire-time")
+    with server.client() as client:
+        runs = client.get(f"/v1/schedules/{ticking['schedule_id']}/runs").json()["runs"]
+    run = next(r for r in runs if r["fire_time"] == slot)
     link = page.get_attribute(f'{ticker} .runs li[data-fire-time="{slot}"] a', "href")
-    assert link == f"#/s/{runs[0]['session_id']}"
+    assert link == f"#/s/{run['session_id']}"
     page.click(f'{ticker} .runs li[data-fire-time="{slot}"] a')
-    page.wait_for_selector(f'.session[data-session-id="{runs[0]["session_id"]}"]')
+    page.wait_for_selector(f'.session[data-session-id="{run["session_id"]}"]')
     with server.client() as client:
         client.post(f"/v1/schedules/{ticking['schedule_id']}/pause")
     assert page.errors == []  # type: ignore[attr-defined]

@@ -50,8 +50,15 @@ def session_state(http: httpx.Client, sid: str) -> dict[str, Any]:
     return state
 
 
-def ask(http: httpx.Client, text: str, headers: dict[str, str] | None = None) -> tuple[str, str]:
-    made = http.post("/v1/sessions", json={"deployment": "notes"}, headers=headers)
+def ask(
+    http: httpx.Client,
+    text: str,
+    headers: dict[str, str] | None = None,
+    *,
+    deployment: str = "notes",
+) -> tuple[str, str]:
+    """(session id, execution id) of a new session on `deployment` asked `text`."""
+    made = http.post("/v1/sessions", json={"deployment": deployment}, headers=headers)
     assert made.status_code == 201, made.text
     sid = made.json()["session_id"]
     sent = http.post(

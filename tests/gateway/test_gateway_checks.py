@@ -55,7 +55,7 @@ class Upstream:
             if not message.get("more_body"):
                 break
         headers = {k.decode(): v.decode() for k, v in scope["headers"]}
-        self.seen.append({"headers": headers, "body": body})
+        self.seen.append({"headers": headers, "body": body, "path": scope["path"]})
         if self.hold is not None:
             await self.hold.wait()
         request = json.loads(body)
@@ -106,9 +106,15 @@ def _plugin(root: Path) -> Path:
         "team notes": {"url": "http://upstream.test/mcp"},
     }
     (root / ".mcp.json").write_text(json.dumps(mcp))
+    # Remote A2A agents: `helper` the policy allows, `other` it does not.
+    agents = {
+        "helper": {"url": "http://upstream.test/a2a"},
+        "other": {"url": "http://upstream.test/o"},
+    }
+    (root / ".a2a.json").write_text(json.dumps({"agents": agents}))
     (root / "opennua.toml").write_text(
         '[access]\negress = ["upstream.test"]\n'
-        'allowed-tools = ["notes__lookup", "team_notes__lookup"]\n'
+        'allowed-tools = ["notes__lookup", "team_notes__lookup", "helper__send_message"]\n'
     )
     return root
 
@@ -132,8 +138,9 @@ async def world(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
         await secrets.put(workspace, "api-key", VALUE)
         ref = {"server": "notes", "secret": "api-key", "header": "X-Api-Key", "prefix": ""}
         team = ref | {"server": "team notes"}
+        helper = ref | {"server": "helper"}
         spec = DeploymentSpec.model_validate(
-            {"plugin": "checks", "model": "scripted:demo", "credentials": [ref, team]}
+            {"plugin": "checks", "model": "scripted:demo", "credentials": [ref, team, helper]}
         )
         await host.registry.deploy("checks", spec, Scope(workspace, caller.principal_id))
         actor = Actor(
@@ -412,11 +419,11 @@ async def test_what_the_gateway_holds_per_execution_stays_bounded(
     assert len(world.upstream.seen) == 4
 
 
-async def test_a_host_outside_the_egress_list_is_refused_at_call_time(world: World) -> None:
-    # A configuration written around the registry's deploy-time check: its override
-    # points the server elsewhere. The gateway checks egress on every call itself.
+async def forged_ticket(world: World, tools: dict[str, Any]) -> tuple[str, str]:
+    """(execution id, ticket) of a running execution whose configuration was written
+    around the registry's deploy-time checks, with these `tools` overrides."""
     good = await world.store.get_deployment("checks")
-    spec = {**good.spec, "tools": {"notes": {"url": "http://evil.example/mcp"}}}
+    spec = {**good.spec, "tools": tools}
     forged = DeploymentRecord(name="forged", digest="sha256:forged", spec=spec,
                               created_at=1.0, workspace_id=good.workspace_id)  # fmt: skip
     await world.store.put_deployment(forged)
@@ -433,7 +440,13 @@ async def test_a_host_outside_the_egress_list_is_refused_at_call_time(world: Wor
     execution_id = str(sent.ids["execution_id"])  # type: ignore[union-attr]
     claimed = await world.store.claim("sup_t", time.time(), 600.0)
     assert claimed is not None and claimed.execution.execution_id == execution_id
-    ticket = await issue_ticket(world.store, execution_id, claimed.epoch, time.time())
+    return execution_id, await issue_ticket(world.store, execution_id, claimed.epoch, time.time())
+
+
+async def test_a_host_outside_the_egress_list_is_refused_at_call_time(world: World) -> None:
+    # Its override points the server elsewhere. The gateway checks egress on every call.
+    tools = {"notes": {"url": "http://evil.example/mcp"}}
+    execution_id, ticket = await forged_ticket(world, tools)
     answer = await _post(world, _call("lookup"), ticket=ticket)
     error = answer.json()["error"]
     assert error["data"]["code"] == "egress_denied" and "evil.example" in error["message"]

@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from opennua.plugins import Plugin, Problem
+from opennua.plugins import Problem
 
 from ._context import Settings
 
@@ -43,13 +43,6 @@ def print_contents(
     for p in problems:
         problem = Problem(p["severity"], p["message"], p["file"], p["line"])
         cfg.stdout.print(str(problem), soft_wrap=True)
-
-
-def servers_doc(plugin: Plugin) -> list[dict[str, Any]]:
-    return [
-        {"name": s.name, "prefix": s.prefix, "transport": s.transport, "configured": s.configured}
-        for s in plugin.mcp_servers
-    ]
 
 
 def short(digest: str) -> str:

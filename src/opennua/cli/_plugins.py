@@ -23,7 +23,7 @@ from opennua.plugins import Plugin, PluginError, read_plugin, scaffold_plugin
 
 from ._context import ExitCode, Settings, execute, fail, settings, write_line
 from ._marketplace import publish_marketplace
-from ._plugin_output import print_contents, problems_doc, servers_doc, short, summary
+from ._plugin_output import print_contents, problems_doc, short, summary
 
 plugin_app = typer.Typer(no_args_is_help=True, help="Publish and release plugins.")
 deployment_app = typer.Typer(no_args_is_help=True, help="Inspect deployments.")
@@ -81,7 +81,7 @@ def validate(ctx: typer.Context, root: Dir, json_out: JsonFlag = False) -> None:
     cfg = settings(ctx)
     plugin, _ = _read(cfg, root, json_out=json_out)
     size = sum(f.size for f in plugin.files)
-    problems, servers = problems_doc(plugin.problems), servers_doc(plugin)
+    problems, servers = problems_doc(plugin.problems), plugin.connections()
     if json_out:
         doc = {"valid": True, "name": plugin.name, "version": plugin.version}
         extra = {"digest": plugin.digest, "files": len(plugin.files), "size": size}
@@ -278,9 +278,9 @@ def deploy(
         typer.Option(
             "--mcp-url",
             "--tool",
-            help="SERVER=URL: reach one of the plugin's MCP servers there (a placeholder "
-            'server, `"url": ""`, needs one); SERVER=COMMAND [ARGS…]: start it with that '
-            "command instead (one shell-quoted string). Repeatable.",
+            help="SERVER=URL: reach one of the plugin's MCP servers or A2A agents there (a "
+            'placeholder, `"url": ""`, needs one); SERVER=COMMAND [ARGS…]: start an MCP '
+            "server with that command instead (one shell-quoted string). Repeatable.",
         ),
     ] = None,
     require_server: Annotated[
@@ -311,8 +311,8 @@ def deploy(
         list[str] | None,
         typer.Option(
             "--credential",
-            help="SERVER=SECRET[:HEADER]: send that secret to that MCP server (default "
-            "header Authorization, as `Bearer <value>`). A reference: no value here.",
+            help="SERVER=SECRET[:HEADER]: send that secret to that MCP server or A2A agent "
+            "(default header Authorization, as `Bearer <value>`). A reference: no value here.",
         ),
     ] = None,
     sandbox_secret: Annotated[

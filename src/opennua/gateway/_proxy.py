@@ -16,6 +16,10 @@ them as headers, forwards, and returns the answer with every injected value reda
 The caller's own headers are not forwarded (no token passthrough): only the MCP
 transport's. Each `tools/call` and each refusal leaves an audit record.
 
+A remote A2A agent (`.a2a.json`) is reached the same way under `A2A_PATH{agent}`: the
+same checks (`_check`), credential injection, redaction and audit; its JSON-RPC
+`SendMessage` is the one method forwarded.
+
 The standalone server-to-client stream (`GET`) is not offered (405, which the MCP
 transport accepts): every answer passes through the redaction whole.
 """
@@ -54,8 +58,8 @@ from ._asgi import Incoming, Outgoing, json_out
 from ._audit import AUDIT_INTERVAL, AuditLog, record_of
 from ._egress import EGRESS_PATH, Egress
 from ._redact import REFUSED, Redactor
-from ._resolve import Connection, Refusal, Resolver, ResolverStore
-from ._spans import CallSpans
+from ._resolve import A2A, Connection, Refusal, Resolver, ResolverStore
+from ._spans import A2A_ROUTE, CallSpans
 
 
 class ProxyStore(ResolverStore, GatewayStore, Protocol):
@@ -70,10 +74,17 @@ if TYPE_CHECKING:
 log = logging.getLogger("opennua.gateway")
 
 PATH = "/v1/gateway/mcp/"
+#: Remote A2A agents (`.a2a.json`): `POST A2A_PATH{agent}` with a JSON-RPC `SendMessage`.
+A2A_PATH = "/v1/gateway/a2a/"
+A2A_SEND = "SendMessage"
+#: The tool an A2A agent is to the model (`<prefix>__send_message`) and the audit.
+A2A_TOOL = "send_message"
 MAX_BODY = 4 * 1024 * 1024
 #: The MCP streamable HTTP transport's own headers: the only ones forwarded each way.
 _FORWARD = ("content-type", "accept", "mcp-session-id", "mcp-protocol-version", "last-event-id")
 _BACK = ("content-type", "mcp-session-id", "mcp-protocol-version")
+#: The A2A JSON-RPC binding's (its version and extensions headers) to an agent.
+_A2A_FORWARD = ("content-type", "accept", "a2a-version", "a2a-extensions")
 #: A secret's last use is recorded at most this often per process (a write per call
 #: would put a commit on every tool call).
 _TOUCH_EVERY = 60.0
@@ -161,60 +172,9 @@ class Gateway:
         """Check and forward one request; `call` and `message` are filled in with what
         was learnt of it (for its span)."""
         started = time.perf_counter()
-        server, sub = _server_of(request.path)
-        call["server"] = server
+        route = self._a2a if request.path.startswith(A2A_PATH) else self._mcp
         try:
-            if request.method == "GET" and sub != SSE_STREAM:
-                return _problem(405, "method_not_allowed", "no standalone stream: POST requests")
-            if request.method not in ("GET", "POST", "DELETE"):
-                return _problem(405, "method_not_allowed", "POST or DELETE")
-            if sub not in ("", SSE_STREAM, SSE_MESSAGES):
-                return _problem(404, "not_found", f"no such path under {server}")
-            body = b"" if request.method == "GET" else await request.body(MAX_BODY)
-            message.update(_message(body))
-            if message.get("method") == "tools/call":
-                # The caller's text: what is not UTF-8 (a lone surrogate) would be refused
-                # by the store and hold up every audit record queued behind it.
-                name = str((message.get("params") or {}).get("name", ""))[:200]
-                call["tool"] = name.encode("utf-8", "replace").decode()
-            execution_id, epoch = await self._ticket(request.headers.get("authorization", ""))
-            call["execution_id"] = execution_id
-            # One read per call once the session is known: the execution, its grant's
-            # facts and the connection's sealed secrets (the connection is cached).
-            session_id = self._session_of.get(execution_id)
-            connection = None
-            if session_id is not None:
-                connection = await self._resolver.connection(session_id, server)
-            names = [c.secret for c in connection.credentials] if connection else []
-            try:
-                facts = await self._store.gateway_facts(execution_id, names)
-            except NotFound as exc:
-                raise Refusal("unauthorized", "unknown gateway ticket", 401) from exc
-            execution = facts.execution
-            call["execution"] = execution
-            call["principal_id"] = execution.principal_id
-            if execution.status != "running" or execution.epoch != epoch:
-                # A ticket of an earlier attempt (fenced), or of an execution that ended.
-                raise Refusal("execution_not_running", f"execution is {execution.status}")
-            workspace_id = await self._check_grant(execution, facts.grant, call)
-            if connection is None:
-                if len(self._session_of) >= _HELD:
-                    self._session_of.clear()
-                self._session_of[execution_id] = execution.session_id
-                connection = await self._resolver.connection(execution.session_id, server)
-            call["host"] = connection.host
-            tool = call.get("tool")
-            named = f"{connection.prefix}__{tool}"
-            if tool is not None and not connection.policy.allows(named):
-                raise Refusal("tool_not_allowed", f"{named} is not an allowed tool")
-            call["credential"] = ",".join(c.secret for c in connection.credentials) or None
-            url = _target(connection, request, sub)
-            values = await self._values(workspace_id, connection, facts.secrets)
-            redact = self._redactor(workspace_id, values)
-            headers = self._headers(request, connection, values)
-            if request.method == "GET":
-                return _EventStream(self._session(), request, connection, headers, redact)
-            return await self._forward(request, url, body, message, headers, redact, call, started)
+            return await route(request, call, message, started)
         except Refusal as refusal:
             self._audit(call, "refused", refusal.code, started)
             return _refused(refusal, message)
@@ -222,6 +182,103 @@ class Gateway:
             log.warning("gateway could not check a call: %s", type(exc).__name__)
             self._audit(call, "error", "unavailable", started)
             return _problem(503, "unavailable", "the gateway cannot check this call now")
+
+    async def _mcp(
+        self, request: Incoming, call: dict[str, Any], message: dict[str, Any], started: float
+    ) -> Outgoing | _EventStream:
+        """A request to a remote MCP server (`PATH{server}`, or an SSE server's stream and
+        messages under it)."""
+        server, sub = _server_of(request.path)
+        call["server"] = server
+        if request.method == "GET" and sub != SSE_STREAM:
+            return _problem(405, "method_not_allowed", "no standalone stream: POST requests")
+        if request.method not in ("GET", "POST", "DELETE"):
+            return _problem(405, "method_not_allowed", "POST or DELETE")
+        if sub not in ("", SSE_STREAM, SSE_MESSAGES):
+            return _problem(404, "not_found", f"no such path under {server}")
+        body = b"" if request.method == "GET" else await request.body(MAX_BODY)
+        message.update(_message(body))
+        if message.get("method") == "tools/call":
+            call["tool"] = _caller_text((message.get("params") or {}).get("name", ""))
+        checked = await self._check(request, server, call, a2a=False, forward=_FORWARD)
+        url = _target(checked.connection, request, sub)
+        if request.method == "GET":
+            c = checked
+            return _EventStream(self._session(), request, c.connection, c.headers, c.redact)
+        audited = message.get("method") == "tools/call"
+        return await self._forward(request, url, body, message, checked, call, started, audited)
+
+    async def _a2a(
+        self, request: Incoming, call: dict[str, Any], message: dict[str, Any], started: float
+    ) -> Outgoing:
+        """A message to a remote A2A agent (`A2A_PATH{agent}`): its JSON-RPC `SendMessage`
+        only, the tool `<prefix>__send_message` as the policy names it. A stream
+        (`SendStreamingMessage`) is not offered: every answer passes through the redaction
+        whole."""
+        server = request.path.removeprefix(A2A_PATH).strip("/")
+        call["server"], call["route"] = server, A2A_ROUTE
+        if request.method != "POST":
+            return _problem(405, "method_not_allowed", "POST a JSON-RPC SendMessage")
+        body = await request.body(MAX_BODY)
+        message.update(_message(body))
+        method = message.get("method")
+        if method != A2A_SEND:
+            name = _caller_text(method)
+            raise Refusal("method_not_allowed", f"only {A2A_SEND} reaches an agent, not {name!r}")
+        call["tool"] = A2A_TOOL
+        checked = await self._check(request, server, call, a2a=True, forward=_A2A_FORWARD)
+        url = checked.connection.url
+        return await self._forward(request, url, body, message, checked, call, started, True)
+
+    async def _check(
+        self,
+        request: Incoming,
+        server: str,
+        call: dict[str, Any],
+        *,
+        a2a: bool,
+        forward: tuple[str, ...],
+    ) -> _Checked:
+        """The checks every forwarded request passes, MCP or A2A: the ticket is the running
+        attempt's, its grant holds, `server` is a remote connection of the session's
+        snapshot within the egress list, the tool (`call["tool"]`) is allowed; then the
+        connection's credentials, opened, and the headers to send (those of `forward`
+        the caller sent, and the credentials)."""
+        execution_id, epoch = await self._ticket(request.headers.get("authorization", ""))
+        call["execution_id"] = execution_id
+        # One read per call once the session is known: the execution, its grant's
+        # facts and the connection's sealed secrets (the connection is cached).
+        session_id = self._session_of.get(execution_id)
+        connection = None
+        if session_id is not None:
+            connection = await self._resolver.connection(session_id, server, a2a=a2a)
+        names = [c.secret for c in connection.credentials] if connection else []
+        try:
+            facts = await self._store.gateway_facts(execution_id, names)
+        except NotFound as exc:
+            raise Refusal("unauthorized", "unknown gateway ticket", 401) from exc
+        execution = facts.execution
+        call["execution"] = execution
+        call["principal_id"] = execution.principal_id
+        if execution.status != "running" or execution.epoch != epoch:
+            # A ticket of an earlier attempt (fenced), or of an execution that ended.
+            raise Refusal("execution_not_running", f"execution is {execution.status}")
+        workspace_id = await self._check_grant(execution, facts.grant, call)
+        if connection is None:
+            if len(self._session_of) >= _HELD:
+                self._session_of.clear()
+            self._session_of[execution_id] = execution.session_id
+            connection = await self._resolver.connection(execution.session_id, server, a2a=a2a)
+        call["host"] = connection.host
+        tool = call.get("tool")
+        named = f"{connection.prefix}__{tool}"
+        if tool is not None and not connection.policy.allows(named):
+            raise Refusal("tool_not_allowed", f"{named} is not an allowed tool")
+        call["credential"] = ",".join(c.secret for c in connection.credentials) or None
+        values = await self._values(workspace_id, connection, facts.secrets)
+        redact = self._redactor(workspace_id, values)
+        headers = self._headers(request, connection, values, forward)
+        return _Checked(connection, headers, redact)
 
     async def admit(self, ticket: str, call: dict[str, Any]) -> Execution:
         """The running execution `ticket` proves, its grant checked now, as for every MCP
@@ -339,10 +396,14 @@ class Gateway:
         return held[1]
 
     def _headers(
-        self, request: Incoming, connection: Connection, values: dict[str, str]
+        self,
+        request: Incoming,
+        connection: Connection,
+        values: dict[str, str],
+        forward: tuple[str, ...],
     ) -> dict[str, str]:
-        """The MCP transport's headers of the request, and the connection's credentials."""
-        headers = {k: v for k in _FORWARD if (v := request.headers.get(k)) is not None}
+        """The transport's headers of the request, and the connection's credentials."""
+        headers = {k: v for k in forward if (v := request.headers.get(k)) is not None}
         for ref in connection.credentials:
             value = ref.prefix + values[ref.secret]
             if not value.isascii() or "\n" in value or "\r" in value:
@@ -361,12 +422,15 @@ class Gateway:
         url: str,
         body: bytes,
         message: dict[str, Any],
-        headers: dict[str, str],
-        redact: Redactor,
+        checked: _Checked,
         call: dict[str, Any],
         started: float,
+        audited: bool,
     ) -> Outgoing:
+        """Send the request upstream and answer with what came back, redacted; `audited`:
+        a tool call (MCP `tools/call`, A2A `SendMessage`), audited with its outcome."""
         upstream = self._session()
+        headers, redact = checked.headers, checked.redact
         import aiohttp  # loaded by now: the session is an aiohttp one
 
         try:
@@ -379,14 +443,15 @@ class Gateway:
             # is redacted all the same.
             self._audit(call, "error", "upstream_unreachable", started)
             why = redact.text(f"{type(exc).__name__}: {exc}")
-            return _unreachable(message, f"the MCP server cannot be reached ({why})")
+            kind = "A2A agent" if checked.connection.transport == A2A else "MCP server"
+            return _unreachable(message, f"the {kind} cannot be reached ({why})")
         except asyncio.CancelledError:
             # The caller gave up (a cancelled turn; in-process, its task is this one): the
             # request may have reached the service, so the call is audited all the same.
             self._audit(call, "error", "cancelled", started)
             raise
         content = redact.body(raw, answer.headers.get("content-type", ""))
-        if message.get("method") == "tools/call":
+        if audited:
             outcome, code = _outcome(answer.status, answer.headers, content, message.get("id"))
             self._audit(call, outcome, code, started)
         back = {k: redact.text(v) for k in _BACK if (v := answer.headers.get(k)) is not None}
@@ -512,6 +577,15 @@ class _EventStream:
 
 
 @dataclass(frozen=True, slots=True)
+class _Checked:
+    """A request that passed the checks: where it goes, what to send, what to redact."""
+
+    connection: Connection
+    headers: dict[str, str]
+    redact: Redactor
+
+
+@dataclass(frozen=True, slots=True)
 class _Opened:
     sealed: str
     key_id: str
@@ -530,6 +604,12 @@ def _upstream_session() -> aiohttp.ClientSession:
         cookie_jar=aiohttp.DummyCookieJar(),
         skip_auto_headers=("Content-Type",),  # forwarded as the caller sent it, or not at all
     )
+
+
+def _caller_text(value: Any) -> str:
+    """A name the caller sent, as an audit record may hold it: what is not UTF-8 (a lone
+    surrogate) would be refused by the store and hold up every record queued behind it."""
+    return str(value)[:200].encode("utf-8", "replace").decode()
 
 
 def _message(body: bytes) -> dict[str, Any]:

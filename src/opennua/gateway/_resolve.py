@@ -30,6 +30,10 @@ class ResolverStore(LogStore, FileStore, RegistryStore, AuthStore, SealedSecretS
     facts (a host `Registry` over the same roles)."""
 
 
+#: The transport of a connection that is a remote A2A agent (`.a2a.json`), not MCP.
+A2A = "a2a"
+
+
 class Refusal(Exception):
     """A call the gateway does not forward: ``code`` and an HTTP status for the caller."""
 
@@ -50,7 +54,8 @@ class Connection:
     host: str
     policy: AccessPolicy
     credentials: tuple[CredentialRef, ...]
-    #: How the server speaks: streamable HTTP, or HTTP+SSE (a stream, and a message URL).
+    #: How the server speaks: streamable HTTP, or HTTP+SSE (a stream, and a message URL);
+    #: `a2a` for a remote A2A agent.
     transport: str = "http"
 
 
@@ -81,20 +86,22 @@ class Resolver:
             resolved = self._sessions[session_id] = await self._resolve(session_id)
         return resolved
 
-    async def connection(self, session_id: str, server: str) -> Connection:
+    async def connection(self, session_id: str, server: str, *, a2a: bool = False) -> Connection:
+        """The remote MCP server (or, `a2a`, the remote A2A agent) `server` of the session's
+        snapshot; a name of the other kind is as unknown as a typo."""
         resolved = await self._resolved(session_id)
         url = resolved.urls.get(server)
-        if url is None:
+        transport = (resolved.transports or {}).get(server, "http")
+        kind = "A2A agent" if a2a else "MCP server"
+        if url is None or (transport == A2A) != a2a:
             raise Refusal(
-                "unknown_server", f"{resolved.plugin} has no remote MCP server {server!r}", 404
+                "unknown_server", f"{resolved.plugin} has no remote {kind} {server!r}", 404
             )
         host = (urlsplit(url).hostname or "").lower()
         # Checked on every call, not only when the deployment was saved: a configuration
         # saved before a policy existed, or written around the registry, is still refused.
         if not resolved.policy.allows_host(host):
-            raise Refusal(
-                "egress_denied", f"MCP server {server} at {host} is not in the egress list"
-            )
+            raise Refusal("egress_denied", f"{kind} {server} at {host} is not in the egress list")
         refs = tuple(c for c in resolved.credentials if c.server == server)
         return Connection(
             server=server,
@@ -103,7 +110,7 @@ class Resolver:
             host=host,
             policy=resolved.policy,
             credentials=refs,
-            transport=(resolved.transports or {}).get(server, "http"),
+            transport=transport,
         )
 
     async def _resolve(self, session_id: str) -> _Resolved:
@@ -124,8 +131,10 @@ class Resolver:
             plugin=session.plugin,
             policy=plugin.settings.access,
             urls=remote_urls(plugin, spec),
-            prefixes={s.name: s.prefix for s in plugin.mcp_servers},
+            prefixes={s.name: s.prefix for s in plugin.mcp_servers}
+            | {a.name: a.prefix for a in plugin.a2a_agents},
             credentials=tuple(spec.credentials),
             egress=parse_rules(spec.egress),
-            transports={s.name: s.transport for s in plugin.mcp_servers},
+            transports={s.name: s.transport for s in plugin.mcp_servers}
+            | {a.name: A2A for a in plugin.a2a_agents},
         )

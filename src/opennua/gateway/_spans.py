@@ -32,8 +32,10 @@ from opennua.host import parse_traceparent
 from opennua.store import Execution
 
 _PROPAGATOR = TraceContextTextMapPropagator()
-#: The route of every gateway call (the server is a path parameter).
+#: The route of a gateway call to an MCP server (the server is a path parameter), and
+#: to an A2A agent (`call["route"]`).
 ROUTE = "/v1/gateway/mcp/{server}"
+A2A_ROUTE = "/v1/gateway/a2a/{agent}"
 #: What the gateway learnt of a call (the audit's names) -> its attribute. `credential`
 #: is the secrets' *names*, never a value.
 _FACTS = {
@@ -71,15 +73,16 @@ class CallSpans:
             # Answered before any check (the standalone stream's 405): nothing to say.
             return
         rpc = message.get("method")
-        name = f"{method} {ROUTE}"
+        route = str(call.get("route", ROUTE))
+        name = f"{method} {route}"
         attributes: dict[str, AttributeValue] = {
             "http.request.method": method,
-            "http.route": ROUTE,
+            "http.route": route,
             "http.response.status_code": status,
             "opennua.gateway.server": str(call.get("server", "")),
         }
         if isinstance(rpc, str):
-            attributes["mcp.method.name"] = rpc[:200]
+            attributes["mcp.method.name" if route == ROUTE else "rpc.method"] = rpc[:200]
             if "id" in message:
                 attributes["jsonrpc.request.id"] = str(message["id"])[:200]
             tool = call.get("tool")

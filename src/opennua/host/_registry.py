@@ -546,7 +546,8 @@ class Registry:
                 "model with a known price",
             )
         plugin = await self.plugin_of(version)
-        servers = {s.name for s in plugin.mcp_servers}
+        agents = {a.name for a in plugin.a2a_agents}
+        servers = {s.name for s in plugin.mcp_servers} | agents
         where = f"{version.name}@{version.version}"
         unknown = sorted(set(spec.tools) - servers)
         unknown += sorted({c.server for c in spec.credentials} - servers - set(unknown))
@@ -554,9 +555,16 @@ class Registry:
         if unknown:
             raise Refused(
                 "invalid_deployment",
-                f"tools: {', '.join(unknown)} is not an MCP server of "
+                f"tools: {', '.join(unknown)} is not an MCP server or A2A agent of "
                 f"{where} (it has: {_names(servers)})",
             )
+        for agent in sorted(agents & set(spec.tools)):
+            override = spec.tools[agent]
+            if override.command is not None or override.args is not None:
+                raise Refused(
+                    "invalid_deployment",
+                    f"tools: {agent} is an A2A agent: give it a url, not a command",
+                )
         workspace_id = scope.workspace_id if scope else None
         remote = remote_urls(plugin, spec)
         if spec.sandbox_env and not spec.sandbox_env_confirmed:
@@ -587,9 +595,10 @@ class Registry:
         for server, url in remote.items():
             host = urlsplit(url).hostname or ""
             if not plugin.settings.access.allows_host(host):
+                kind = "A2A agent" if server in agents else "MCP server"
                 raise Refused(
                     "egress_denied",
-                    f"MCP server {server} at {host} is not in {where}'s egress list",
+                    f"{kind} {server} at {host} is not in {where}'s egress list",
                     host=host,
                 )
         if workspace_id is not None:
@@ -734,17 +743,20 @@ class Registry:
 
 
 def remote_urls(plugin: Plugin, spec: DeploymentSpec) -> dict[str, str]:
-    """Where each remote MCP server of a deployment is: the plugin's `.mcp.json` URL (its
-    `${VAR}`s from the deployment's `env`), or the deployment's `tools` override. A server
-    with no URL yet (a placeholder, or a variable nothing defines) is not reachable."""
+    """Where each remote MCP server and A2A agent of a deployment is: the plugin's URL
+    (`.mcp.json`, `.a2a.json`; its `${VAR}`s from the deployment's `env`), or the
+    deployment's `tools` override. A server with no URL yet (a placeholder, or a variable
+    nothing defines) is not reachable."""
     out = {}
-    for server in plugin.mcp_servers:
-        override = spec.tools.get(server.name)
-        url = override.url if override is not None and override.url else server.url
+    named: list[tuple[str, str | None]] = [(s.name, s.url) for s in plugin.mcp_servers]
+    named += [(a.name, a.url) for a in plugin.a2a_agents]
+    for name, own in named:
+        override = spec.tools.get(name)
+        url = override.url if override is not None and override.url else own
         if not url or (override is not None and override.command is not None):
             continue
         try:
-            out[server.name] = expand_variables(url, spec.env)
+            out[name] = expand_variables(url, spec.env)
         except UndefinedVariable:
             continue
     return out
@@ -781,6 +793,17 @@ def deployment_problems(plugin: Plugin, spec: DeploymentSpec) -> list[Problem]:
                     f"it runs without that server until `nua deploy --env {name}=…` (or a "
                     "sandbox secret of that name) gives it",
                     file=".mcp.json",
+                )
+            )
+    for remote in plugin.a2a_agents:
+        override = spec.tools.get(remote.name)
+        if not remote.configured and not (override is not None and override.url):
+            problems.append(
+                Problem(
+                    "warning",
+                    f"A2A agent {remote.name!r} has no URL and runs without one: give it "
+                    f"with `nua deploy --tool {remote.name}=URL`",
+                    file=".a2a.json",
                 )
             )
     # Said at validation too; said again where the deployment is decided, never silently.

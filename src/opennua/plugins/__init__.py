@@ -29,6 +29,7 @@ from opennua.plugins._listing import (
 )
 from opennua.plugins._marketplace import MARKETPLACE, MarketplaceEntry, read_marketplace
 from opennua.plugins._model import (
+    A2aAgentSpec,
     AccessPolicy,
     McpServerSpec,
     Plugin,
@@ -52,6 +53,7 @@ __all__ = [
     "MAX_FILES",
     "MAX_FILE_BYTES",
     "MAX_TOTAL_BYTES",
+    "A2aAgentSpec",
     "AccessPolicy",
     "Command",
     "Hook",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -54,16 +55,37 @@ def _distinct_prefixes(specs: list[McpServerSpec]) -> tuple[McpServerSpec, ...]:
     return tuple(out)
 
 
-def _mcp_server(name: str, entry: Any, text: str, report: Report) -> McpServerSpec:
+def check_remote_url(url: Any, bad: Callable[[str], PluginError]) -> None:
+    """A remote connection's URL: http(s), a `${VAR}` the deployment supplies, or "" (a
+    placeholder the deployment fills in)."""
+    if not (isinstance(url, str) and re.match(r"$|https?://|\$\{", url)):
+        raise bad("url must be an http(s) URL")
+
+
+def check_string_map(label: str, table: Any, bad: Callable[[str], PluginError]) -> None:
+    if not isinstance(table, dict) or not all(isinstance(v, str) for v in table.values()):
+        raise bad(f"{label} must map names to strings")
+
+
+def check_entry(
+    what: str, name: str, entry: Any, text: str, file: str
+) -> tuple[dict[str, Any], int | None, Callable[[str], PluginError]]:
+    """One named entry of a plugin's JSON config (a server, an agent): the entry, its
+    line, and how to say what is wrong with it. It must have a name and be an object."""
     line = json_line(text, name)
 
     def bad(message: str) -> PluginError:
-        return PluginError(f"server {name!r}: {message}", file=MCP_CONFIG, line=line)
+        return PluginError(f"{what} {name!r}: {message}", file=file, line=line)
 
     if not name.strip():
-        raise bad("a server needs a name")
+        raise bad(f"a {what} needs a name")
     if not isinstance(entry, dict):
         raise bad("must be an object")
+    return entry, line, bad
+
+
+def _mcp_server(name: str, entry: Any, text: str, report: Report) -> McpServerSpec:
+    entry, line, bad = check_entry("server", name, entry, text, MCP_CONFIG)
     kind = entry.get("type")
     if kind is not None and kind not in MCP_TRANSPORTS:
         raise bad(f"type {kind!r} is not one of {', '.join(MCP_TRANSPORTS)}")
@@ -77,14 +99,12 @@ def _mcp_server(name: str, entry: Any, text: str, report: Report) -> McpServerSp
     args, env, headers = entry.get("args", []), entry.get("env", {}), entry.get("headers", {})
     if command is not None and not isinstance(command, str):
         raise bad("command must be a string")
-    # `${VAR}`: the deployment's to supply; "": a placeholder the deployment fills in.
-    if url is not None and not (isinstance(url, str) and re.match(r"$|https?://|\$\{", url)):
-        raise bad("url must be an http(s) URL")
+    if url is not None:
+        check_remote_url(url, bad)
     if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
         raise bad("args must be a list of strings")
     for label, table in (("env", env), ("headers", headers)):
-        if not isinstance(table, dict) or not all(isinstance(v, str) for v in table.values()):
-            raise bad(f"{label} must map names to strings")
+        check_string_map(label, table, bad)
     transport: Transport = kind or ("stdio" if command is not None else "http")
     spec = McpServerSpec(
         name=name,

@@ -60,13 +60,41 @@ class McpServerSpec:
     prefix: str = ""  # "": derived from the name (`tool_prefix`)
 
     def __post_init__(self) -> None:
-        if not self.prefix:
-            object.__setattr__(self, "prefix", tool_prefix(self.name))
+        _derive_prefix(self)
 
     @property
     def configured(self) -> bool:
         """Whether the plugin says where the server is (a command, or a non-empty URL)."""
         return self.command is not None or bool(self.url)
+
+
+@dataclass(frozen=True)
+class A2aAgentSpec:
+    """One entry of `.a2a.json`: a remote A2A agent the model may send messages to, as one
+    tool (`<prefix>__send_message`). `url` is the agent's JSON-RPC endpoint (its Agent
+    Card's `supportedInterfaces[].url`); like a remote MCP server it is reached only
+    through the gateway, and `"url": ""` is a placeholder a deployment configures. Its
+    name shares one namespace with the `.mcp.json` servers: a deployment's `tools` and
+    `credentials` name either."""
+
+    name: str
+    url: str
+    description: str = ""
+    headers: Mapping[str, str] = field(default_factory=dict)
+    prefix: str = ""  # "": derived from the name (`tool_prefix`)
+
+    def __post_init__(self) -> None:
+        _derive_prefix(self)
+
+    @property
+    def configured(self) -> bool:
+        """Whether the plugin says where the agent is (a non-empty URL)."""
+        return bool(self.url)
+
+
+def _derive_prefix(spec: McpServerSpec | A2aAgentSpec) -> None:
+    if not spec.prefix:
+        object.__setattr__(spec, "prefix", tool_prefix(spec.name))
 
 
 def tool_prefix(name: str) -> str:
@@ -126,6 +154,8 @@ class Plugin:
     skills: tuple[Skill, ...] = ()
     agents: tuple[SubAgent, ...] = ()
     mcp_servers: tuple[McpServerSpec, ...] = ()
+    #: Remote A2A agents (`.a2a.json`), each offered to the model as a tool.
+    a2a_agents: tuple[A2aAgentSpec, ...] = ()
     settings: Settings = field(default_factory=Settings)
     commands: tuple[Command, ...] = ()  # slash commands: `commands/*.md`
     hooks: tuple[Hook, ...] = ()  # command hooks of the events opennua runs
@@ -134,6 +164,15 @@ class Plugin:
     #: what opennua does differently, or does not run (`output-styles/`, …), said
     #: instead of dropped.
     problems: tuple[Problem, ...] = ()
+
+    def connections(self) -> list[dict[str, Any]]:
+        """Its MCP servers and A2A agents (transport `a2a`) as the version's answer and
+        `nua plugin show` list them: name, tool prefix, transport, configured."""
+        rows: list[tuple[str, str, str, bool]]
+        rows = [(s.name, s.prefix, s.transport, s.configured) for s in self.mcp_servers]
+        rows += [(a.name, a.prefix, "a2a", a.configured) for a in self.a2a_agents]
+        keys = ("name", "prefix", "transport", "configured")
+        return [dict(zip(keys, row, strict=True)) for row in rows]
 
     def servers_to_configure(self) -> tuple[McpServerSpec, ...]:
         """Remote servers without a URL: a deployment must supply one."""

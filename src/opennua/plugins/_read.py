@@ -17,6 +17,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
 import opennua
+from opennua.plugins._a2a_config import read_a2a_agents
 from opennua.plugins._commands import read_commands
 from opennua.plugins._errors import PluginError
 from opennua.plugins._files import json_line, read_json, read_text
@@ -105,6 +106,7 @@ def read_plugin(path: Path | str, *, name: str | None = None, version: str | Non
     skills = _skills(root, files, report)
     agents = _agents(root, paths, report)
     mcp_servers = read_mcp_servers(root, paths, report)
+    a2a_agents = read_a2a_agents(root, paths, mcp_servers, report)
     commands, command_problems = read_commands(root, paths, manifest)
     hooks, hook_problems = read_hooks(root, paths, manifest)
     report.problems += [*command_problems, *hook_problems]
@@ -122,6 +124,7 @@ def read_plugin(path: Path | str, *, name: str | None = None, version: str | Non
         skills=skills,
         agents=agents,
         mcp_servers=mcp_servers,
+        a2a_agents=a2a_agents,
         settings=settings,
         commands=commands,
         hooks=hooks,

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from opennua.runtime._a2a import A2aAgent
 from opennua.runtime._mcp import McpServer
 from opennua.runtime._tools import Tool
 
@@ -71,6 +72,9 @@ class AgentDefinition:
     #: many answers that do not fit are sent back to the model before the turn fails.
     output_schema: Mapping[str, Any] | None = None
     output_retries: int = 2
+    #: Remote A2A agents, one tool each (`<prefix>__send_message`), reached through the
+    #: gateway.
+    a2a_agents: tuple[A2aAgent, ...] = ()
 
     def describe(self) -> dict[str, Any]:
         described: dict[str, Any] = {
@@ -99,6 +103,8 @@ class AgentDefinition:
         if self.output_schema is not None:
             described["output_schema"] = dict(self.output_schema)
             described["output_retries"] = self.output_retries
+        if self.a2a_agents:
+            described["a2a_agents"] = [a.describe() for a in self.a2a_agents]
         return described
 
     @property

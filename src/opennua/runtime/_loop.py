@@ -24,6 +24,7 @@ from pydantic_ai.messages import ModelRequest, TextPart, UserPromptPart
 from pydantic_ai.models import Model
 
 from opennua.protocol import actions as pa
+from opennua.runtime._a2a import a2a_tool
 from opennua.runtime._agent import AgentDefinition
 from opennua.runtime._budget import Budget
 from opennua.runtime._calls import ToolCalls
@@ -125,6 +126,7 @@ class AgentLoop:
                             f"{exc.message}\n(the deployment requires this server)", code=exc.code
                         ) from exc
                     unavailable.append((server.name, exc))
+            tools.extend(a2a_tool(a, self.env.gateway) for a in self.agent.a2a_agents)
             taken = sorted({t.name for t in tools} & {t.name for t in self._client_tools})
             if taken:
                 # Never offer the model two tools of one name, nor drop the client's quietly.

@@ -13,6 +13,8 @@ if TYPE_CHECKING:
     from pydantic_ai.models import Model
 
 DEFAULT_MODEL = "scripted:demo"
+#: The offline models: the demo task, and one that messages the first A2A agent.
+SCRIPTED = ("demo", "a2a")
 MODEL_ENV = "NUA_MODEL"
 
 
@@ -30,9 +32,10 @@ def check_model(spec: str, *, env: Mapping[str, str] | None = None) -> None:
     if not sep or not name:
         raise ModelConfigError(f"model {spec!r} is not of the form provider:model")
     if provider == "scripted":
-        if name != "demo":
+        if name not in SCRIPTED:
             raise ModelConfigError(
-                f"unknown scripted model {spec!r}; the offline one is scripted:demo"
+                f"unknown scripted model {spec!r}; the offline ones are scripted:demo and "
+                "scripted:a2a"
             )
     elif provider == "openai":
         if not env.get("OPENAI_API_KEY") and not env.get("OPENAI_BASE_URL"):
@@ -63,6 +66,10 @@ def resolve_model(spec: str, *, env: Mapping[str, str] | None = None) -> Model:
     env = os.environ if env is None else env
     check_model(spec, env=env)
     provider, _, name = spec.partition(":")
+    if provider == "scripted" and name == "a2a":
+        from opennua.runtime._a2a_script import a2a_model
+
+        return a2a_model()
     if provider == "scripted":
         from opennua.runtime._demo import demo_model
 

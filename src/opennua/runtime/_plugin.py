@@ -25,11 +25,14 @@ from opennua.plugins import (
     PluginError,
     Skill,
     SubAgent,
+    UndefinedVariable,
     builtin_plugin_root,
     claude_tool,
+    expand_variables,
     model_of_alias,
     read_plugin,
 )
+from opennua.runtime._a2a import A2aAgent
 from opennua.runtime._agent import AgentDefinition, SubAgentDefinition
 from opennua.runtime._builtins import BUILTIN_TOOLS
 from opennua.runtime._errors import ToolError
@@ -82,7 +85,36 @@ def agent_from_plugin(
         hooks=HookSet(plugin.hooks, root) if plugin.hooks else None,
         output_schema=plugin.settings.output_schema,
         output_retries=plugin.settings.output_retries,
+        a2a_agents=_a2a_agents(plugin, overrides, env),
     )
+
+
+def _a2a_agents(
+    plugin: Plugin, overrides: Mapping[str, Mapping[str, Any]], env: Mapping[str, str] | None
+) -> tuple[A2aAgent, ...]:
+    """The plugin's A2A agents as the deployment reaches them (its `tools` URL overrides
+    the plugin's), checked against the egress list as a remote MCP server is; one without
+    a URL, or whose `${VAR}` nothing defines, is left out."""
+    agents = []
+    for spec in plugin.a2a_agents:
+        url = (overrides.get(spec.name) or {}).get("url") or spec.url
+        try:
+            url = expand_variables(url, env or {})
+        except UndefinedVariable:
+            continue
+        if not url:
+            continue
+        _check_egress(plugin, "A2A agent", spec.name, url)
+        agents.append(A2aAgent(spec.name, url, spec.prefix, spec.description))
+    return tuple(agents)
+
+
+def _check_egress(plugin: Plugin, kind: str, name: str, url: str) -> None:
+    host = urlsplit(url).hostname or ""
+    if "${" not in url and not plugin.settings.access.allows_host(host):
+        raise PluginError(
+            f"{kind} {name!r} at {host} is not in the egress list", file="opennua.toml"
+        )
 
 
 @functools.cache
@@ -151,12 +183,7 @@ def _server(
 ) -> McpServer:
     required = bool(override and override.get("required"))
     if spec.url is not None:
-        host = urlsplit(spec.url).hostname or ""
-        if "${" not in spec.url and not plugin.settings.access.allows_host(host):
-            raise PluginError(
-                f"MCP server {spec.name!r} at {host} is not in the egress list",
-                file="opennua.toml",
-            )
+        _check_egress(plugin, "MCP server", spec.name, spec.url)
         # Headers carry credentials: the gateway resolves and injects them (architecture §6);
         # it also expands `${VAR}` in the URL, from the deployment it reads itself.
         return McpServer(

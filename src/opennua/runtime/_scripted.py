@@ -71,6 +71,8 @@ def calls(*items: ScriptCall, text: str = "", reasoning: str = "") -> ScriptStep
 
 
 ScriptFn = Callable[[list[ModelMessage]], ScriptStep]
+#: A script that also sees the names of the tools the request offers (`sees_tools`).
+ToolScriptFn = Callable[[list[ModelMessage], Sequence[str]], ScriptStep]
 #: A script for turns whose client offers tools of its own: it is given them.
 ClientScriptFn = Callable[[list[ModelMessage], Sequence[ToolDefinition]], ScriptStep]
 
@@ -142,12 +144,13 @@ class ScriptedModel(FunctionModel):
 
     def __init__(
         self,
-        script: Sequence[ScriptStep] | ScriptFn,
+        script: Sequence[ScriptStep] | ScriptFn | ToolScriptFn,
         *,
         workers: Mapping[str, Sequence[ScriptStep] | ScriptFn] | None = None,
         model_name: str = "scripted",
         provider: str = "scripted",
         step_delay: float = 0.0,
+        sees_tools: bool = False,
         client_script: ClientScriptFn | None = None,
     ) -> None:
         super().__init__(self._respond, stream_function=self._stream_items, model_name=model_name)
@@ -156,6 +159,8 @@ class ScriptedModel(FunctionModel):
         self._workers = dict(workers or {})
         self._client_script = client_script
         self.step_delay = step_delay
+        #: The script is a `ToolScriptFn`: it is told the tools offered.
+        self._sees_tools = sees_tools
 
     def step_for(
         self, messages: list[ModelMessage], tools: Sequence[ToolDefinition] = ()
@@ -165,7 +170,9 @@ class ScriptedModel(FunctionModel):
         if client and self._client_script is not None and script is self._script:
             return self._client_script(messages, client)
         if callable(script):
-            return script(messages)
+            if self._sees_tools and script is self._script:
+                return script(messages, [t.name for t in tools])  # type: ignore[call-arg]
+            return script(messages)  # type: ignore[call-arg]
         index = sum(isinstance(m, ModelResponse) for m in messages)
         if index >= len(script):
             return ScriptStep(text="(the script has no more steps)")
@@ -187,14 +194,10 @@ class ScriptedModel(FunctionModel):
         raw = step.raw_args[i] if i < len(step.raw_args) else None
         return raw if raw is not None else json.dumps(step.calls[i].args)
 
-    async def _stream_items(
-        self, messages: list[ModelMessage], info: AgentInfo | None
-    ) -> AsyncIterator[Any]:
-        step = self.step_for(messages, info.function_tools if info is not None else ())
-        async for item in self._step_items(step):
-            yield item
+    def _stream_items(self, messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[Any]:
+        return self._items(self.step_for(messages, info.function_tools))
 
-    async def _step_items(self, step: ScriptStep) -> AsyncIterator[Any]:
+    async def _items(self, step: ScriptStep) -> AsyncIterator[Any]:
         if step.reasoning:
             for chunk in _chunks(step.reasoning):
                 yield {0: DeltaThinkingPart(content=chunk)}
@@ -221,7 +224,7 @@ class ScriptedModel(FunctionModel):
         stream = _ScriptedStream(
             model_request_parameters=params,
             _model_name=self.model_name,
-            _iter=self._step_items(step),
+            _iter=self._items(step),
             _script_usage=step.usage or default_usage(messages, step),
             _provider=self._system,
         )

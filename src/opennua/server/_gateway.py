@@ -1,9 +1,10 @@
 """The gateway on `nua serve`'s HTTP server, and its audit over the API.
 
-The gateway is its own ASGI app under `/v1/gateway/mcp/`: its callers are attempts
-holding a gateway ticket, not API clients with tokens, so it is outside the Guard and
-outside `/openapi.json`; it authorizes every request itself (docs/gateway.md). With
-`--role all` it shares the port of the API; with `--role gateway` it is alone there.
+The gateway is its own ASGI app under `/v1/gateway/mcp/` and `/v1/gateway/a2a/`: its
+callers are attempts holding a gateway ticket, not API clients with tokens, so it is
+outside the Guard and outside `/openapi.json`; it authorizes every request itself
+(docs/gateway.md). With `--role all` it shares the port of the API; with `--role
+gateway` it is alone there.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from opennua.gateway import EGRESS_PATH, PATH
+from opennua.gateway import A2A_PATH, EGRESS_PATH, PATH
 from opennua.protocol import timestamp
 from opennua.store import AuditKind, AuditRecord
 
@@ -112,7 +113,7 @@ def with_gateway(app: ASGIApp, gateway: ASGIApp) -> ASGIApp:
     """`app`, with requests under the gateway's path answered by `gateway`."""
 
     async def dispatch(scope: Scope, receive: Receive, send: Send) -> None:
-        if (scope["type"] == "http" and scope["path"].startswith(PATH)) or (
+        if (scope["type"] == "http" and scope["path"].startswith((PATH, A2A_PATH))) or (
             scope["type"] == "websocket" and scope["path"] == EGRESS_PATH
         ):
             await gateway(scope, receive, send)

@@ -109,12 +109,13 @@ class PluginProblemDoc(BaseModel):
 
 
 class ServerDoc(BaseModel):
-    """One MCP server of the plugin: its tools are named `<prefix>__<tool>`; one not
-    `configured` (a placeholder URL) runs only once a deployment supplies its URL."""
+    """One MCP server (or, transport `a2a`, one A2A agent: the tool
+    `<prefix>__send_message`) of the plugin: its tools are named `<prefix>__<tool>`; one
+    not `configured` (a placeholder URL) runs only once a deployment supplies its URL."""
 
     name: str
     prefix: str
-    transport: Literal["stdio", "http", "sse"]
+    transport: Literal["stdio", "http", "sse", "a2a"]
     configured: bool
 
 
@@ -366,12 +367,8 @@ async def _contents(registry: Registry, version: PluginVersion) -> dict[str, Any
             for c in plugin.commands
         ],
         "hooks": [{"event": h.event, "matcher": h.matcher} for h in plugin.hooks],
-        "servers": [
-            {"name": s.name, "prefix": s.prefix, "transport": s.transport,
-             "configured": s.configured}
-            for s in plugin.mcp_servers
-        ],
-    }  # fmt: skip
+        "servers": plugin.connections(),
+    }
 
 
 # -- channels --------------------------------------------------------------------------------

@@ -367,7 +367,8 @@ class AttemptRunner:
         # deployment lists (unconfined, the operator's choice, it has the host's anyway).
         egress = bool(bound.egress) and env.sandbox.mode != "none"
         route = None
-        if self.config.gateway is not None and (egress or any(s.url for s in agent.mcp_servers)):
+        remote = agent.a2a_agents or any(s.url for s in agent.mcp_servers)
+        if self.config.gateway is not None and (egress or remote):
             # A ticket for this attempt only: a later attempt (epoch) gets its own.
             route = await self.config.gateway(execution.execution_id, self.claimed.epoch)
             route = dataclasses.replace(route, on_revoked=self._gateway_refused)
