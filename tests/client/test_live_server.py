@@ -123,6 +123,36 @@ async def test_a_retransmitted_intent_never_creates_a_second_turn(server: Server
         await session.cancel()
 
 
+async def test_a_client_tool_is_called_as_an_input_request_and_its_result_is_used(
+    server: Server,
+) -> None:
+    colour = {
+        "name": "pick_colour",
+        "description": "Ask the user for a colour",
+        "parameters": {"type": "object", "properties": {"hint": {"type": "string"}}},
+    }
+    async with connect(server.url, server.token) as client:
+        session = await client.create_session("client tools")
+        await session.send_message("pick one", client_tools=[colour])
+        async with session.subscribe() as live:
+            state = await live.wait_for(_waiting)
+            [waiting] = state["open_input_requests"]
+            turn = state["turns"][-1]
+            assert turn["client_tools"] == [colour]
+            request = turn["input_requests"][waiting["request_id"]]
+            call_id = request["tool_call_id"]
+            assert call_id is not None and turn["tool_calls"][call_id]["name"] == "pick_colour"
+            await session.answer(waiting["request_id"], payload="teal")
+            state = await live.wait_for(_ended)
+        turn = state["turns"][-1]
+        assert turn["stop_reason"] == "end_turn"
+        assert turn["tool_calls"][call_id]["status"] == "completed"
+        assert turn["tool_calls"][call_id]["output"] == "teal"
+        # The model's next step saw the client's result.
+        said = [m["text"] for m in turn["messages"].values() if m["role"] == "assistant"]
+        assert "The client tool `pick_colour` returned: teal" in said, said
+
+
 async def test_errors_are_typed(server: Server) -> None:
     async with connect(server.url, server.token) as client:
         with pytest.raises(NotFoundError):

@@ -451,15 +451,21 @@ class SessionClient:
         *,
         if_busy: Literal["reject", "enqueue", "interrupt"] = "enqueue",
         intent_id: str | None = None,
+        client_tools: list[dict[str, Any]] | None = None,
     ) -> Accepted:
         """Start a turn. Shown at once in `local.pending` (the optimistic overlay) until
-        its `turn.started` arrives; rolled back there if the Host rejects it."""
+        its `turn.started` arrives; rolled back there if the Host rejects it.
+
+        `client_tools` (`{name, description, parameters}`) are tools this client runs
+        itself: a call of one waits as an input request, answered with the tool's result
+        (`answer(request_id, payload=result)`; docs/protocol.md)."""
         parts = [{"type": "text", "text": content}] if isinstance(content, str) else content
         intent = SendMessage(
             intent_id=intent_id or new_intent_id(),
             client_id=self.client.client_id,
             content=parts,
             if_busy=if_busy,
+            client_tools=client_tools or [],
         )
         self.local.propose(intent.intent_id, parts)
         try:
