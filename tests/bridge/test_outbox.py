@@ -4,6 +4,7 @@ change owes the Host one report, in order."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 from opennua.bridge import RetryPolicy
+from opennua.bridge._bridge import BridgeConfig, MatrixBridge
 from opennua.bridge._deliveries import DeliveryState
 from opennua.bridge._ledger import Ledger, Outgoing
 from opennua.bridge._matrix import MatrixError
@@ -160,3 +162,61 @@ async def test_with_tracing_each_try_of_a_turns_delivery_is_a_span_under_the_tur
     assert sent.status.status_code is StatusCode.UNSET
     assert sent.attributes["messaging.message.id"] == "$card"
     assert sent.attributes["opennua.delivery.attempt"] == 2
+
+
+class GatedHomeserver(Homeserver):
+    """A send whose answer (the event id) comes only once `gate` is set: the homeserver
+    has the event, the bridge has not read its id yet."""
+
+    def __init__(self, *outcomes: str | MatrixError) -> None:
+        super().__init__(*outcomes)
+        self.gate = asyncio.Event()
+
+    async def send(self, room_id: str, event_type: str, txn_id: str, content: Any) -> str:
+        event_id = await super().send(room_id, event_type, txn_id, content)
+        await self.gate.wait()
+        return event_id
+
+
+async def test_a_reaction_to_a_message_whose_send_is_not_recorded_yet_is_answered(
+    tmp_path: Path,
+) -> None:
+    """A person reacts to the bridge's request message before the bridge has read the
+    send's answer (under load the sync bringing the reaction can be handled first): the
+    reaction waits for that record instead of being dropped as "not to a request"."""
+    config = BridgeConfig(
+        homeserver="http://127.0.0.1:9", user_id="@bot:hs", token="t",
+        host_url="http://127.0.0.1:9", host_token=None, state_path=tmp_path / "bridge.db",
+    )  # fmt: skip
+    bridge = MatrixBridge(config)
+    hs = GatedHomeserver("$request")
+    bridge.outbox.matrix = hs  # type: ignore[assignment]
+    answered: list[tuple[str, str, str | None]] = []
+
+    async def answer(room: str, event: Any, sender: str, sid: str, rid: str, **kw: Any) -> None:
+        answered.append((sid, rid, kw.get("reaction")))
+
+    bridge._answer = answer  # type: ignore[method-assign]
+    state = DeliveryState("dlv_request", "ses_a", "!r:hs", "request", "pending")
+    request = Outgoing(state, "m.room.message", {"msgtype": "m.notice", "body": "✋"}, None,
+                       "req_1")  # fmt: skip
+    assert bridge.outbox.enqueue(request)
+    try:
+        sending = asyncio.create_task(bridge.outbox._attempt(request))
+        await asyncio.sleep(0)  # the send is out; its answer is not read
+        assert hs.sent and bridge.ledger.source_of_event("$request") is None
+        reaction = {
+            "type": "m.reaction", "sender": "@alice:hs", "event_id": "$reaction",
+            "content": {"m.relates_to": {"rel_type": "m.annotation", "event_id": "$request",
+                                         "key": "✅"}},
+        }  # fmt: skip
+        reacting = asyncio.create_task(bridge._on_event("!r:hs", reaction))
+        await asyncio.sleep(0.05)
+        assert not reacting.done(), "the reaction waits for the send's record"
+        hs.gate.set()
+        await asyncio.wait_for(asyncio.gather(sending, reacting), 5)
+        assert answered == [("ses_a", "req_1", "✅")]
+    finally:
+        await bridge.matrix.aclose()
+        await bridge.host.aclose()
+        bridge.ledger.close()

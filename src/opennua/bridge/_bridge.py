@@ -189,7 +189,7 @@ class MatrixBridge:
             return
         replied = (relates.get("m.in_reply_to") or {}).get("event_id")
         if isinstance(replied, str):
-            target = self.ledger.source_of_event(replied)
+            target = await self._source_of(room_id, replied)
             if target is not None and target[1] == "request":
                 await self._answer(room_id, event, sender, target[0], target[2], text=text)
                 return
@@ -203,7 +203,7 @@ class MatrixBridge:
         self, room_id: str, event: dict[str, Any], content: dict[str, Any]
     ) -> None:
         relates = content.get("m.relates_to") or {}
-        target = self.ledger.source_of_event(str(relates.get("event_id")))
+        target = await self._source_of(room_id, str(relates.get("event_id")))
         if target is None or target[1] != "request":
             _log.info("reaction %s is not to an input request; ignored", event.get("event_id"))
             return
@@ -214,6 +214,15 @@ class MatrixBridge:
             return
         key = str(relates.get("key", ""))
         await self._answer(room_id, event, sender, target[0], target[2], reaction=key)
+
+    async def _source_of(self, room_id: str, event_id: str) -> tuple[str, str, str] | None:
+        """(session, kind, source) of our delivery that became `event_id`; asked again once
+        the room's send in flight is recorded (it may be that very event)."""
+        found = self.ledger.source_of_event(event_id)
+        if found is None:
+            await self.outbox.recorded(room_id)
+            found = self.ledger.source_of_event(event_id)
+        return found
 
     async def _command(self, room_id: str, event: dict[str, Any], text: str) -> None:
         words = text.split()

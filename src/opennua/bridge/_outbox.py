@@ -55,6 +55,8 @@ class Outbox:
         self.spans = spans
         self._wake_send = asyncio.Event()
         self._wake_report = asyncio.Event()
+        #: Room -> set once its try in flight is recorded (see `recorded`).
+        self._in_flight: dict[str, asyncio.Event] = {}
 
     def enqueue(self, out: Outgoing) -> bool:
         """Queue a delivery unless its identity is known; True when it is new."""
@@ -86,10 +88,24 @@ class Outbox:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake_send.wait(), min(timeout, 1.0))
 
+    async def recorded(self, room_id: str) -> None:
+        """Return once no try in `room_id` is between its send and its record. A person can
+        react to a message before its send's answer (the event id) is read: under load
+        the sync that brings the reaction may be handled first. Looked up after this, the
+        event is known if it is ours."""
+        pending = self._in_flight.get(room_id)
+        if pending is not None:
+            await pending.wait()
+
     async def _attempt(self, out: Outgoing) -> None:
         start_ns = time.time_ns()
-        new = await self._try(out)
-        self.ledger.update(new, self.report_body(new))
+        done = self._in_flight[out.state.room_id] = asyncio.Event()
+        try:
+            new = await self._try(out)
+            self.ledger.update(new, self.report_body(new))
+        finally:
+            del self._in_flight[out.state.room_id]
+            done.set()
         self._wake_report.set()
         if self.spans is not None:
             await self._span(self.spans, new, out.event_type, start_ns)
