@@ -10,6 +10,7 @@ import stat
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +66,19 @@ def test_a_missing_provider_key_is_reported_at_startup(tmp_path: Path) -> None:
     lines = done.stderr.decode().strip().splitlines()
     assert len(lines) == 1 and "OPENAI_API_KEY" in lines[0], lines
     assert not (tmp_path / "data").exists()  # nothing was set up for a server that cannot run
+
+
+def test_a_sqlite_file_that_cannot_be_opened_exits_69_at_once(tmp_path: Path) -> None:
+    """Only a PostgreSQL server is waited for (`--db-wait`): a SQLite file that cannot be
+    opened will not come back by itself, so the operator hears it now, in one line."""
+    (tmp_path / "nua.db").mkdir()
+    args = serve_args(tmp_path / "data", free_port(), "--db", f"sqlite:///{tmp_path}/nua.db")
+    started = time.monotonic()
+    done = subprocess.run(args, capture_output=True, timeout=60, check=False)
+    assert done.returncode == 69, done
+    lines = done.stderr.decode().strip().splitlines()
+    assert len(lines) == 1 and "cannot open" in lines[0], lines
+    assert time.monotonic() - started < 30, "it did not wait as for a database server"
 
 
 def test_the_url_file_reaches_wildcard_binds_on_loopback() -> None:

@@ -85,7 +85,7 @@ def serve_command(
     db_wait: Annotated[
         float,
         typer.Option(
-            help="Seconds to wait for the database at startup (a restart in progress) "
+            help="Seconds to wait for PostgreSQL at startup (a restart in progress) "
             "before exiting 69"
         ),
     ] = 60.0,

@@ -233,10 +233,12 @@ def owner_token(data_dir: Path) -> str:
 
 
 async def _open_store_waiting(config: ServeConfig) -> Store:
-    """The store, once its database answers: retried (1 s, then up to 5 s apart) for
-    `config.db_wait` seconds, said once on stderr. A bad URL exits EXIT_CONFIG at once, a
-    database still silent at the deadline EXIT_UNAVAILABLE."""
-    deadline = time.monotonic() + config.db_wait
+    """The store, once its database answers: a PostgreSQL server is retried (1 s, then up
+    to 5 s apart) for `config.db_wait` seconds, said once on stderr. A bad URL exits
+    EXIT_CONFIG at once, a database still silent at the deadline EXIT_UNAVAILABLE. A
+    SQLite file that cannot be opened is not a server that may come back: it exits at once."""
+    server = config.db_url.split(":", 1)[0].lower() in ("postgresql", "postgres")
+    deadline = time.monotonic() + (config.db_wait if server else 0.0)
     delay, said = 1.0, False
     while True:
         try:
