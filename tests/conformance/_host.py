@@ -47,9 +47,10 @@ class Loop:
 
 
 def column_server(data: Path) -> Server:
-    # The zero-delay demo: a turn runs to its approval, and then to its end, in about a
-    # second; the cells wait on states, never on time.
-    return Server(data, step_delay="0", model="scripted:demo").start()
+    # A near-zero-delay demo: a turn runs to its approval, and then to its end, in about a
+    # second; the cells wait on states, never on time. Its chunks come 5 ms apart, so the
+    # final answer (15 chunks) outlasts the 50 ms delta batch and is seen streaming.
+    return Server(data, step_delay="0.05", model="scripted:demo").start()
 
 
 def restart(server: Server) -> None:

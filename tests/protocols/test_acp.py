@@ -57,9 +57,11 @@ async def test_prompt_streams_updates_and_the_editor_approves(server: Server) ->
     assert done.stop_reason == "end_turn"
     turn = _state(server, sid)["turns"][-1]
     assert turn["stop_reason"] == "end_turn"
-    # Streamed: thoughts and message chunks, many of each, the message whole and in order.
+    # Streamed: thoughts and message chunks (deltas of a 50 ms batch arrive joined, and those
+    # still batched when their message completes arrive as the completion's text), the
+    # message whole and in order.
     kinds = ed.kinds()
-    assert kinds.count("agent_thought_chunk") > 5 and kinds.count("agent_message_chunk") > 5
+    assert "agent_thought_chunk" in kinds and "agent_message_chunk" in kinds
     assert ed.text().endswith(_final_text(turn))
     assert "user_message_chunk" not in kinds, "the editor's own prompt is not echoed"
     # Every tool call, with its kind and its final status; the TODO plan, complete.

@@ -14,6 +14,7 @@ from pydantic_ai.models import override_allow_model_requests
 
 from opennua.runtime import AgentLoop, Completed, DerivedIds, RunEnv, default_agent, resolve_model
 from opennua.runtime._checkpoint import decode
+from opennua.runtime._env import Limits
 from opennua.runtime.testing import InMemoryJournal
 from opennua.store import Execution, open_store
 from opennua.supervisor import StoreJournal
@@ -48,7 +49,11 @@ async def test_a_lone_surrogate_in_text_becomes_a_replacement_character(
 ) -> None:
     server.replies = [answer(HELLO)]
     journal = InMemoryJournal()
-    loop = make_loop(default_agent("openai:gpt-4o-mini"), journal, tmp_path, _model(server))
+    # Each delta its own batch, so the deltas reach the log rather than join the completion.
+    streaming = Limits(delta_batch_seconds=0)
+    loop = make_loop(
+        default_agent("openai:gpt-4o-mini"), journal, tmp_path, _model(server), limits=streaming
+    )
     with override_allow_model_requests(True):
         outcome = await loop.run("hi")
     assert isinstance(outcome, Completed) and outcome.output == "Hello \ufffd world"

@@ -198,12 +198,19 @@ class ScriptedModel(FunctionModel):
         return self._items(self.step_for(messages, info.function_tools))
 
     async def _items(self, step: ScriptStep) -> AsyncIterator[Any]:
+        # With a step delay, chunks come a tenth of it apart, as a provider's tokens do: a
+        # client sees text stream in, not only the completed message.
+        pause = self.step_delay / 10
         if step.reasoning:
             for chunk in _chunks(step.reasoning):
                 yield {0: DeltaThinkingPart(content=chunk)}
+                if pause:
+                    await asyncio.sleep(pause)
         if step.text:
             for chunk in _chunks(step.text):
                 yield chunk
+                if pause:
+                    await asyncio.sleep(pause)
         for i, c in enumerate(step.calls):
             yield {i + 1: DeltaToolCall(c.name, self._args(step, i), tool_call_id=c.id or f"sc{i}")}
         if not (step.reasoning or step.text or step.calls):

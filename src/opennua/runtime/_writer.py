@@ -9,7 +9,10 @@ commit: one transaction, their checkpoint ops merged into one step record). `set
 until everything queued is durable; the queue is bounded, so the loop never runs far ahead.
 
 Deltas (`push`) are batched by count and age and emitted without a checkpoint, always after
-every queued step, so the log keeps its order.
+every queued step, so the log keeps its order. A batch's consecutive deltas of one message
+become one delta (keyed as the first: its identity is stable), and deltas still buffered when
+the step that completes their message commits are dropped: the completion carries the whole
+text, at the same moment (docs/server.md, "What a step costs, and why").
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import asyncio
 from collections.abc import Callable, Sequence
 from contextlib import suppress
 
+from opennua.protocol import actions as pa
 from opennua.runtime._checkpoint import encode_full, encode_step
 from opennua.runtime._env import Limits
 from opennua.runtime._events import RuntimeEvent
@@ -72,6 +76,8 @@ class StepWriter:
     async def commit(self, events: list[RuntimeEvent], ledger: Sequence[LedgerOp] = ()) -> None:
         """Queue one step: `events`, the ops applied since the last commit, `ledger`. A
         failed earlier commit (e.g. `OwnershipLost`) is raised here."""
+        if self._buf:
+            self._buf = _unfinished(self._buf, events)
         await self.flush()
         state = self.state
         ops, self._ops = self._ops, []
@@ -109,9 +115,10 @@ class StepWriter:
     async def flush(self) -> None:
         """Emit the batched deltas, after everything queued is durable."""
         if self._buf:
-            batch, self._buf = self._buf, []
+            batch, self._buf = _coalesced(self._buf), []
             await self.settle()
-            await self._journal.emit(batch)
+            if batch:
+                await self._journal.emit(batch)
 
     async def settle(self) -> None:
         """Wait until every queued step is durable; a failed commit is raised here."""
@@ -144,3 +151,36 @@ class StepWriter:
             self.durable_steps += len(batch)
             if self.on_durable is not None:
                 self.on_durable()
+
+
+def _coalesced(batch: list[RuntimeEvent]) -> list[RuntimeEvent]:
+    """`batch` with each run of consecutive deltas of one message and kind joined into the
+    first of them: a client shows the same text, one action instead of several."""
+    out: list[RuntimeEvent] = []
+    for event in batch:
+        data = event.data
+        last = out[-1].data if out else None
+        if isinstance(data, pa.MessageDelta | pa.ReasoningDelta) and type(last) is type(data):
+            assert isinstance(last, pa.MessageDelta | pa.ReasoningDelta)
+            if last.message_id == data.message_id:
+                joined = last.model_copy(update={"delta": last.delta + data.delta})
+                out[-1] = RuntimeEvent(out[-1].key, out[-1].run_id, joined)
+                continue
+        out.append(event)
+    return out
+
+
+def _unfinished(batch: list[RuntimeEvent], events: list[RuntimeEvent]) -> list[RuntimeEvent]:
+    """The buffered deltas whose message `events` do not complete: a completion with the
+    whole text makes the deltas not yet sent redundant. An interrupted message's completion
+    carries no text, so its deltas stay: they are all there is of it."""
+    done: set[tuple[type, str]] = set()
+    for event in events:
+        data = event.data
+        if isinstance(data, pa.MessageCompleted) and data.status == "complete":
+            done.add((pa.MessageDelta, data.message_id))
+        elif isinstance(data, pa.ReasoningCompleted):
+            done.add((pa.ReasoningDelta, data.message_id))
+    if not done:
+        return batch
+    return [e for e in batch if (type(e.data), getattr(e.data, "message_id", None)) not in done]
