@@ -4,6 +4,7 @@ checked against."""
 from __future__ import annotations
 
 import fnmatch
+import functools
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
@@ -107,11 +108,14 @@ class AgentDefinition:
             described["a2a_agents"] = [a.describe() for a in self.a2a_agents]
         return described
 
-    @property
+    # Cached: a definition is immutable and reused across the attempts of an execution
+    # (the supervisor caches it per snapshot digest); hashing its description with every
+    # tool's schema was ~4 % of a busy server's CPU, paid at every attempt.
+    @functools.cached_property
     def digest(self) -> str:
         return agent_digest(self)
 
-    @property
+    @functools.cached_property
     def equivalent_digests(self) -> frozenset[str]:
         """Digests a checkpoint may carry and still be this agent: its own, and the one it
         had before it named the plugin it was built from. Checkpoints written before
