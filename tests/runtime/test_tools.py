@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import dataclasses
 import os
 from pathlib import Path
 
 import pytest
 from pydantic_ai.messages import ModelMessage, ModelResponse
+from pydantic_ai.profiles.openai import OpenAIJsonSchemaTransformer
 
 from opennua.runtime import (
     Completed,
@@ -55,6 +57,19 @@ def test_tool_decorator_schema_and_flags() -> None:
         charge.validate('{"amount": "lots"}')
     with pytest.raises(ValueError):
         charge.validate('{"amount": 1, "extra": 2}')
+
+
+def test_a_tool_schema_is_built_once_and_a_provider_transform_leaves_it_as_it_was() -> None:
+    @tool("book")
+    def book(ctx: ToolContext, title: str, nights: int | None = None) -> str:
+        """Book a room."""
+        return title
+
+    schema = book.parameters_schema
+    assert book.parameters_schema is schema  # shared: every model request offers it
+    before = copy.deepcopy(schema)
+    OpenAIJsonSchemaTransformer(schema, strict=True).walk()  # what a request to OpenAI does
+    assert schema == before
 
 
 @pytest.mark.parametrize("bad", ["../escape.txt", "/etc/passwd", "a/../../b", "link/secret"])

@@ -75,13 +75,13 @@ class ToolContext:
 
 
 @functools.cache
-def _schema_json(args_model: type[BaseModel]) -> str:
+def _schema(args_model: type[BaseModel]) -> dict[str, Any]:
     """A model's JSON schema, generated once: pydantic builds it anew on every call, and
-    every model request offers every tool (it was a third of a busy loop's time). Kept as
-    text so each caller gets its own copy to change."""
+    every model request offers every tool (it was a third of a busy loop's time). Shared:
+    no caller changes it (pydantic-ai copies a schema before transforming it)."""
     schema = args_model.model_json_schema()
     schema.pop("title", None)
-    return json.dumps(schema)
+    return schema
 
 
 @dataclass(frozen=True)
@@ -107,8 +107,7 @@ class Tool:
     def parameters_schema(self) -> dict[str, Any]:
         if self.args_model is None:
             return dict(self.json_schema or {"type": "object", "properties": {}})
-        schema: dict[str, Any] = json.loads(_schema_json(self.args_model))
-        return schema
+        return _schema(self.args_model)
 
     def describe(self) -> dict[str, Any]:
         """The canonical description that goes into the agent definition's digest."""
