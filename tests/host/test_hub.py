@@ -4,6 +4,8 @@ import asyncio
 import json
 from typing import Any
 
+import pytest
+
 from opennua.host import Frame, Hub
 from opennua.store import SessionRecord
 
@@ -118,6 +120,24 @@ async def test_a_stored_lone_surrogate_is_sent_escaped_not_raw() -> None:
     frame.json.encode("utf-8")  # every transport encodes it as UTF-8
     assert "\\udc80" in frame.json
     assert json.loads(frame.json)["data"] == "bad \udc80 text"
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"text": "naïve 日本 ✓", "ratio": 0.1, "n": 7},  # UTF-8 as it is, not escaped
+        {"n": 2**70, "text": "é"},  # past 64 bits: the standard library's path
+    ],
+)
+async def test_a_frame_is_the_action_as_json_whatever_its_values(data: dict[str, Any]) -> None:
+    log = FakeLog()
+    log.actions["s"] = [{"seq": 1, "type": "x.y", "data": data}]
+    hub = Hub(log)
+    async with hub.subscribe("s", after=0) as subscription:
+        (frame,) = await asyncio.wait_for(_take(subscription, 1), 1)
+    assert json.loads(frame.json) == {"seq": 1, "type": "x.y", "data": data}
+    if data["n"] == 7:
+        assert "日本" in frame.json
 
 
 class _GatedLog(FakeLog):

@@ -23,6 +23,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+import orjson
+
 from opennua.store import SessionRecord
 
 
@@ -53,15 +55,15 @@ class Frame:
 
 
 def encode(action: dict[str, Any]) -> str:
-    text = json.dumps(action, separators=(",", ":"), ensure_ascii=False)
-    if not text.isascii():
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:
-            # A lone surrogate stored by some writer: escaped, it is still JSON, where raw
-            # it would fail every transport's UTF-8 encoding (and freeze every stream).
-            return json.dumps(action, separators=(",", ":"))
-    return text
+    # orjson: ~5x the standard library's speed, once per action for every subscriber.
+    try:
+        return orjson.dumps(action).decode()
+    except TypeError:  # orjson.JSONEncodeError is one: see below
+        pass
+    # What orjson refuses: a lone surrogate stored by some writer (escaped, it is still JSON,
+    # where raw it would fail every transport's UTF-8 encoding and freeze every stream), an
+    # integer past 64 bits, a non-string key.
+    return json.dumps(action, separators=(",", ":"))
 
 
 @dataclass(eq=False)
