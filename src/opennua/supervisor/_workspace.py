@@ -105,6 +105,7 @@ class Workspace:
         wanted = decode_manifest(await self._blobs.read(manifest))
         index = await self._loaded_index()
         found, _ = await asyncio.to_thread(_scan, self.root, index)
+        before = {rel: list(cached) for rel, cached in index.items()}
         lost: list[str] = []
         for rel, (st, sha256) in found.items():
             entry = wanted.get(rel)
@@ -125,7 +126,10 @@ class Workspace:
             data = await self._blobs.read(entry.sha256)
             st = await asyncio.to_thread(_write_file, self.root, rel, data, _mode(entry))
             index[rel] = [st.st_mtime_ns, st.st_size, st.st_ino, entry.sha256]
-        await asyncio.to_thread(self._save_index, index)
+        # The common case, a next attempt on the same disk, finds the files as committed:
+        # the index is as it was, and rewriting it was a temp file and a rename per attempt.
+        if index != before:
+            await asyncio.to_thread(self._save_index, index)
         self._stored = manifest
         size = sum(e.size for e in wanted.values())
         return Manifest(manifest, len(wanted), size), sorted(lost), written
