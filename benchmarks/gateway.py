@@ -149,6 +149,8 @@ async def _executions(
                 "plugin": "bench-notes",
                 "model": "scripted:demo",
                 "credentials": [{"server": "notes", "secret": "notes-token"}],
+                # The remote server is on loopback: reachable through an admin's entry only.
+                "egress": ["127.0.0.1:1-65535"],
             }
         )
         await host.registry.deploy("bench", spec, Scope(workspace, caller.principal_id))

@@ -112,4 +112,6 @@ def setup(
 DEPLOY = (
     "deploy", "notes", "--plugin", "notes-agent", "--model", "openai:fake",
     "--credential", "notes=notes-token",
+    # The remote server listens on loopback: an admin's address entry lets the gateway in.
+    "--egress", "127.0.0.1:1-65535",
 )  # fmt: skip

@@ -24,7 +24,14 @@ from opennua.runtime._a2a import A2aAgent, a2a_tool
 from opennua.runtime._env import GatewayRoute
 from opennua.runtime._tools import MemoryArtifacts
 
-from .test_gateway_checks import VALUE, World, _call, forged_ticket, world  # noqa: F401
+from .test_gateway_checks import (  # noqa: F401
+    VALUE,
+    World,
+    _at_localhost,
+    _call,
+    forged_ticket,
+    world,
+)
 
 
 def _send(text: str = "hello", id_: int = 3, method: str = "SendMessage") -> dict[str, Any]:
@@ -110,7 +117,7 @@ async def test_a_message_is_a_span_of_its_execution_on_the_a2a_route(world: Worl
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    traced = Gateway(world.store, world.secrets, tracer_provider=provider)
+    traced = Gateway(world.store, world.secrets, addresses=_at_localhost, tracer_provider=provider)
     try:
         async with httpx.AsyncClient(
             transport=httpx.ASGITransport(app=traced), base_url="http://gateway"

@@ -46,7 +46,9 @@ def _publish(nua: Nua, root: Path, name: str) -> None:
 
 
 def _deploy(http: httpx.Client, name: str, spec: dict[str, Any]) -> httpx.Response:
-    return http.put(f"/v1/deployments/{name}", json={"model": "scripted:a2a", **spec})
+    # B answers on this machine's loopback: the gateway reaches it through an admin's entry.
+    body = {"model": "scripted:a2a", "egress": ["127.0.0.1:1-65535"], **spec}
+    return http.put(f"/v1/deployments/{name}", json=body)
 
 
 def _agent_token(http: httpx.Client) -> tuple[str, str]:

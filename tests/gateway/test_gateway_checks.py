@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import json
 import re
 import socket
@@ -27,6 +28,7 @@ import uvicorn
 from opennua.auth import LEGACY_ID, Authority
 from opennua.gateway import PATH, Gateway, Redactor, _proxy, issue_ticket
 from opennua.gateway._redact import escaped_pattern
+from opennua.gateway._resolve import Address
 from opennua.host import Actor, DeploymentSpec, Hub, Scope, SessionHost
 from opennua.protocol import CreateSession, SendMessage
 from opennua.protocol.actions import TextPart
@@ -37,6 +39,9 @@ from opennua.store import DeploymentRecord, Store, open_store
 
 TOKEN = "owner-token-for-checks"
 VALUE = 'v@lue "with" \\ quotes-0c9b'
+#: The remote servers of these tests listen on loopback, which the gateway reaches only where
+#: a deployment lists it as an address (docs/gateway.md, "What the gateway checks").
+LOOPBACK = "127.0.0.1:1-65535"
 
 
 @dataclass
@@ -140,7 +145,13 @@ async def world(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
         team = ref | {"server": "team notes"}
         helper = ref | {"server": "helper"}
         spec = DeploymentSpec.model_validate(
-            {"plugin": "checks", "model": "scripted:demo", "credentials": [ref, team, helper]}
+            {
+                "plugin": "checks",
+                "model": "scripted:demo",
+                "credentials": [ref, team, helper],
+                # The remote servers listen on loopback: an admin's address entry.
+                "egress": [LOOPBACK],
+            }
         )
         await host.registry.deploy("checks", spec, Scope(workspace, caller.principal_id))
         actor = Actor(
@@ -164,7 +175,9 @@ async def world(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
         ticket = await issue_ticket(store, execution_id, claimed.epoch, time.time())
         upstream = Upstream()
         async with _serving(upstream) as port:
-            gateway = Gateway(store, secrets, upstream=lambda: _session_to(port))
+            gateway = Gateway(
+                store, secrets, upstream=lambda: _session_to(port), addresses=_at_localhost
+            )
             try:
                 yield World(
                     store,
@@ -217,6 +230,11 @@ class _ToLocalhost(aiohttp.abc.AbstractResolver):
 
     async def close(self) -> None:
         pass
+
+
+async def _at_localhost(host: str, port: int) -> list[Address]:
+    """What `_ToLocalhost` connects every name to, as the gateway's address check sees it."""
+    return [ipaddress.ip_address("127.0.0.1")]
 
 
 def _session_to(port: int) -> aiohttp.ClientSession:
@@ -419,11 +437,14 @@ async def test_what_the_gateway_holds_per_execution_stays_bounded(
     assert len(world.upstream.seen) == 4
 
 
-async def forged_ticket(world: World, tools: dict[str, Any]) -> tuple[str, str]:
+async def forged_ticket(
+    world: World, tools: dict[str, Any], egress: list[str] | None = None
+) -> tuple[str, str]:
     """(execution id, ticket) of a running execution whose configuration was written
-    around the registry's deploy-time checks, with these `tools` overrides."""
+    around the registry's deploy-time checks, with these `tools` overrides (and this
+    `egress` list, if given)."""
     good = await world.store.get_deployment("checks")
-    spec = {**good.spec, "tools": tools}
+    spec = {**good.spec, "tools": tools} | ({} if egress is None else {"egress": egress})
     forged = DeploymentRecord(name="forged", digest="sha256:forged", spec=spec,
                               created_at=1.0, workspace_id=good.workspace_id)  # fmt: skip
     await world.store.put_deployment(forged)
@@ -454,6 +475,24 @@ async def test_a_host_outside_the_egress_list_is_refused_at_call_time(world: Wor
     await world.gateway.audit.flush()
     [record] = await world.store.list_audit(execution_id=execution_id)
     assert (record.outcome, record.code, record.credential) == ("refused", "egress_denied", None)
+
+
+@pytest.mark.parametrize("egress", [[], ["127.0.0.2:1-65535"], ["upstream.test:80"]])
+async def test_a_private_address_is_reached_only_where_the_deployment_lists_it(
+    world: World, egress: list[str]
+) -> None:
+    # The plugin lists upstream.test, which resolves to 127.0.0.1 here: without an admin's
+    # entry for that address (another address, or the name, is not one), the gateway does
+    # not call it, as the egress proxy would not connect sandboxed code to it.
+    tools = {"notes": {"url": "http://upstream.test/mcp"}}
+    execution_id, ticket = await forged_ticket(world, tools, egress=egress)
+    error = (await _post(world, _call("lookup"), ticket=ticket)).json()["error"]
+    assert error["data"]["code"] == "egress_address_denied"
+    assert "upstream.test resolves to 127.0.0.1" in error["message"]
+    assert world.upstream.seen == []  # nothing was sent, the credential least of all
+    await world.gateway.audit.flush()
+    [record] = await world.store.list_audit(execution_id=execution_id)
+    assert (record.outcome, record.code) == ("refused", "egress_address_denied")
 
 
 async def test_a_secret_replaced_or_deleted_between_calls_is_never_sent_stale(

@@ -81,7 +81,7 @@ def test_an_sse_server_runs_through_the_gateway(
         assert nua("plugin", "release", "events-agent", "1.0.0").exit_code == 0
         deployed = nua(
             "deploy", "events", "--plugin", "events-agent", "--model", "openai:fake",
-            "--credential", "events=events-token",
+            "--credential", "events=events-token", "--egress", "127.0.0.1:1-65535",
         )  # fmt: skip
         assert deployed.exit_code == 0, deployed.output
         with server.client() as http:

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from feedback_desk.db import Database
 
@@ -56,9 +57,13 @@ def provision(nua: Nua, db: Database, desk_url: str, *, model: str, version: str
     assert api_key is not None
     nua("secret", "set", SECRET, stdin=api_key + "\n")
     publish(nua, version)
+    # The desk usually listens on a private address (loopback here): the gateway reaches
+    # one only where the deployment lists it, an admin's decision, made here by the desk's.
+    desk = urlsplit(desk_url)
     nua(
         "deploy", DEPLOYMENT, "--plugin", PLUGIN, "--model", model,
         "--tool", f"desk={desk_url}/mcp", "--credential", f"desk={SECRET}",
+        "--egress", f"{_entry_host(desk.hostname or '')}:{desk.port or 80}",
     )  # fmt: skip
     if db.setting("subscription_id") is None:
         created = nua(
@@ -70,3 +75,8 @@ def provision(nua: Nua, db: Database, desk_url: str, *, model: str, version: str
         secret = next(w for w in words if w.startswith("whsec_"))
         db.set_setting("webhook_secret", secret)
         db.set_setting("subscription_id", subscription)
+
+
+def _entry_host(host: str) -> str:
+    """`host` as an egress entry names it: an IPv6 address in brackets."""
+    return f"[{host}]" if ":" in host else host

@@ -23,7 +23,6 @@ import asyncio
 import contextlib
 import ipaddress
 import logging
-import socket
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -36,7 +35,7 @@ from opennua.host import EgressRule, may_resolve, permitted
 from opennua.store import Execution, StoreError
 
 from ._audit import AuditLog, record_of
-from ._resolve import Refusal, Resolver
+from ._resolve import Refusal, Resolver, addresses_of
 
 log = logging.getLogger("opennua.gateway")
 
@@ -44,7 +43,7 @@ EGRESS_PATH = "/v1/gateway/egress"
 #: A request head larger than this is refused (a proxy request is a line and headers).
 HEAD_LIMIT = 16 * 1024
 #: Seconds to receive the request head, to resolve a name, to connect.
-HEAD_TIMEOUT, RESOLVE_TIMEOUT, CONNECT_TIMEOUT = 30.0, 10.0, 10.0
+HEAD_TIMEOUT, CONNECT_TIMEOUT = 30.0, 10.0
 _CHUNK = 256 * 1024
 #: Not forwarded to the server of a plain HTTP request: they speak to the proxy (or hop).
 _HOP = {b"proxy-connection", b"proxy-authorization", b"connection", b"keep-alive", b"te"}
@@ -264,7 +263,7 @@ class Egress:
         if literal is not None:
             addresses = [literal]
         elif may_resolve(rules, host, port):
-            addresses = await _resolve(host, port)
+            addresses = await addresses_of(host, port)
         else:
             raise Refusal("egress_denied", f"{host}:{port} is not in the deployment's egress list")
         allowed = [a for a in addresses if permitted(rules, host, port, a)]
@@ -316,18 +315,6 @@ async def _read_head(down: Duplex) -> tuple[bytes, bytes]:
         data += chunk
     end = data.index(b"\r\n\r\n") + 4
     return data[:end], data[end:]
-
-
-async def _resolve(host: str, port: int) -> list[ipaddress.IPv4Address | ipaddress.IPv6Address]:
-    loop = asyncio.get_running_loop()
-    try:
-        infos = await asyncio.wait_for(
-            loop.getaddrinfo(host, port, type=socket.SOCK_STREAM), RESOLVE_TIMEOUT
-        )
-    except (OSError, TimeoutError) as exc:
-        raise Refusal("egress_unresolvable", f"{host} does not resolve: {exc}", 502) from None
-    found = dict.fromkeys(ipaddress.ip_address(info[4][0]) for info in infos)
-    return list(found)
 
 
 async def _relay(down: Duplex, upstream: Duplex, counts: list[int]) -> None:

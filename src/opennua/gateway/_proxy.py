@@ -58,7 +58,7 @@ from ._asgi import Incoming, Outgoing, json_out
 from ._audit import AUDIT_INTERVAL, AuditLog, record_of
 from ._egress import EGRESS_PATH, Egress
 from ._redact import REFUSED, Redactor
-from ._resolve import A2A, Connection, Refusal, Resolver, ResolverStore
+from ._resolve import A2A, Connection, Lookup, Refusal, Resolver, ResolverStore, addresses_of
 from ._spans import A2A_ROUTE, CallSpans
 
 
@@ -104,13 +104,16 @@ class Gateway:
         *,
         clock: Callable[[], float] = time.time,
         upstream: Callable[[], aiohttp.ClientSession] | None = None,
+        addresses: Lookup = addresses_of,
         audit_interval: float = AUDIT_INTERVAL,
         tracer_provider: TracerProvider | None = None,
     ) -> None:
+        """`upstream` and `addresses`: how remote servers are reached, and what their names'
+        addresses are (a test's stand-ins route names to its own servers)."""
         self._store = store
         self._secrets = secrets
         self._clock = clock
-        self._resolver = Resolver(store)
+        self._resolver = Resolver(store, addresses)
         # aiohttp, not httpx: its client was two thirds of the gateway's CPU per call
         # (py-spy on benchmarks/gateway.py). Made on first use, inside the running loop.
         self._new_upstream = upstream or _upstream_session

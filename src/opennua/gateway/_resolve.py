@@ -9,6 +9,10 @@ per process.
 
 from __future__ import annotations
 
+import asyncio
+import ipaddress
+import socket
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 from urllib.parse import urlsplit
@@ -18,7 +22,9 @@ from opennua.host import (
     DeploymentSpec,
     EgressRule,
     Registry,
+    is_public,
     parse_rules,
+    permitted,
     remote_urls,
 )
 from opennua.plugins import AccessPolicy
@@ -32,6 +38,49 @@ class ResolverStore(LogStore, FileStore, RegistryStore, AuthStore, SealedSecretS
 
 #: The transport of a connection that is a remote A2A agent (`.a2a.json`), not MCP.
 A2A = "a2a"
+#: How long a remote server's name may take to resolve.
+RESOLVE_TIMEOUT = 10.0
+
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+async def addresses_of(host: str, port: int) -> list[Address]:
+    """The addresses `host` names: itself if it is one, else what it resolves to (in
+    order, once each); Refusal `egress_unresolvable` (502) if it does not resolve."""
+    try:
+        return [ipaddress.ip_address(host)]
+    except ValueError:
+        pass
+    loop = asyncio.get_running_loop()
+    try:
+        infos = await asyncio.wait_for(
+            loop.getaddrinfo(host, port, type=socket.SOCK_STREAM), RESOLVE_TIMEOUT
+        )
+    except (OSError, TimeoutError) as exc:
+        raise Refusal("egress_unresolvable", f"{host} does not resolve: {exc}", 502) from None
+    return list(dict.fromkeys(ipaddress.ip_address(info[4][0]) for info in infos))
+
+
+def _check_address(
+    rules: tuple[EgressRule, ...], what: str, host: str, port: int, address: Address
+) -> None:
+    """A remote server's host is the plugin's to name (within its egress list), but the
+    gateway reaches a loopback, link-local or private address for it only where an admin
+    listed that address in the deployment's egress list (an address or network entry): the
+    rule the egress proxy applies to sandboxed code. Otherwise a published plugin could have
+    the gateway call the services beside it (its own loopback, a metadata endpoint).
+
+    Checked at each call; the HTTP client then resolves the name again, so a name whose
+    records change in between (DNS rebinding) is not covered: for a host whose records you
+    do not control, list its address, not its name."""
+    if is_public(address) or permitted(rules, host, port, address):
+        return
+    where = host if str(address) == host else f"{host} resolves to {address}, which"
+    raise Refusal(
+        "egress_address_denied",
+        f"{what}: {where} is not a public address: only an admin's address entry in the "
+        f"deployment's egress list (an IP or network, e.g. {address}:{port}) allows it",
+    )
 
 
 class Refusal(Exception):
@@ -70,9 +119,14 @@ class _Resolved:
     transports: dict[str, str] | None = None
 
 
+#: What a host name's addresses are: `addresses_of`, or a test's stand-in for the DNS.
+Lookup = Callable[[str, int], Awaitable[list[Address]]]
+
+
 class Resolver:
-    def __init__(self, store: ResolverStore) -> None:
+    def __init__(self, store: ResolverStore, addresses: Lookup = addresses_of) -> None:
         self._store = store
+        self._addresses = addresses
         self._registry = Registry(store)
         self._sessions: dict[str, _Resolved] = {}
 
@@ -97,11 +151,15 @@ class Resolver:
             raise Refusal(
                 "unknown_server", f"{resolved.plugin} has no remote {kind} {server!r}", 404
             )
-        host = (urlsplit(url).hostname or "").lower()
+        parts = urlsplit(url)
+        host = (parts.hostname or "").lower()
         # Checked on every call, not only when the deployment was saved: a configuration
         # saved before a policy existed, or written around the registry, is still refused.
         if not resolved.policy.allows_host(host):
             raise Refusal("egress_denied", f"{kind} {server} at {host} is not in the egress list")
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        for address in await self._addresses(host, port):
+            _check_address(resolved.egress, f"{kind} {server}", host, port, address)
         refs = tuple(c for c in resolved.credentials if c.server == server)
         return Connection(
             server=server,
