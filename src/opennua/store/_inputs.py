@@ -10,7 +10,7 @@ from ._actions import EncodedAction
 from ._errors import NotFound, WriteConflict
 from ._json import dumps, loads
 from ._log import ClaimIdempotency, append_to_request_session
-from ._sql import CHECKED_RECORDS, Dialect, Effects, Op, Program, Query, Row
+from ._sql import CHECKED_RECORDS, Columns, Dialect, Effects, Op, Program, Query
 
 # -- records -------------------------------------------------------------------------
 
@@ -69,29 +69,7 @@ CHECKED_RECORDS.add(InputRequestRecord)
 # -- row mapping ---------------------------------------------------------------------
 
 
-INPUT_COLS = (
-    "request_id, session_id, execution_id, turn_id, status, payload, created_at, "
-    "tool_call_id, resolution, answered_by_principal, answered_by_client, expires_at, "
-    "resolved_at"
-)
-
-
-def input_request_from_row(r: Row) -> InputRequestRecord:
-    return InputRequestRecord(
-        request_id=r[0],
-        session_id=r[1],
-        execution_id=r[2],
-        turn_id=r[3],
-        status=r[4],
-        payload=loads(r[5]),
-        created_at=r[6],
-        tool_call_id=r[7],
-        resolution=loads(r[8]),
-        answered_by_principal=r[9],
-        answered_by_client=r[10],
-        expires_at=r[11],
-        resolved_at=r[12],
-    )
+INPUT_COLS = Columns(InputRequestRecord, decode={"payload": loads, "resolution": loads})
 
 
 # -- writes --------------------------------------------------------------------------
@@ -235,7 +213,7 @@ def get_input_request(request_id: str) -> Program[InputRequestRecord]:
     )
     if not rows:
         raise NotFound("input request", request_id)
-    return input_request_from_row(rows[0])
+    return INPUT_COLS.read(rows[0])
 
 
 def list_input_requests(
@@ -254,4 +232,4 @@ def list_input_requests(
     rows = yield Query(
         f"SELECT {INPUT_COLS} FROM input_requests {clause}ORDER BY created_at, request_id", params
     )
-    return [input_request_from_row(r) for r in rows]
+    return [INPUT_COLS.read(r) for r in rows]

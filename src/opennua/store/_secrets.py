@@ -15,13 +15,7 @@ from typing import Literal
 from . import _auth as auth
 from ._errors import NotFound, WriteConflict
 from ._executions import Execution
-from ._sql import Dialect, Effects, Op, Program, Query, Row
-
-_SECRET_COLS = "workspace_id, name, sealed, key_id, created_at, updated_at, last_used_at"
-_AUDIT_COLS = (
-    "audit_id, at, workspace_id, principal_id, execution_id, server, tool, host, "
-    "credential, outcome, code, latency_ms, port, bytes_up, bytes_down"
-)
+from ._sql import Columns, Dialect, Effects, Op, Program, Query
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -78,36 +72,9 @@ class AuditRecord:
         return "tool_call" if self.bytes_up is None else "egress"
 
 
-def _secret(r: Row) -> SealedSecret:
-    return SealedSecret(
-        workspace_id=r[0],
-        name=r[1],
-        sealed=r[2],
-        key_id=r[3],
-        created_at=r[4],
-        updated_at=r[5],
-        last_used_at=r[6],
-    )
-
-
-def _audit(r: Row) -> AuditRecord:
-    return AuditRecord(
-        audit_id=r[0],
-        at=r[1],
-        workspace_id=r[2],
-        principal_id=r[3],
-        execution_id=r[4],
-        server=r[5],
-        tool=r[6],
-        host=r[7],
-        credential=r[8],
-        outcome=r[9],
-        code=r[10],
-        latency_ms=r[11],
-        port=r[12],
-        bytes_up=r[13],
-        bytes_down=r[14],
-    )
+_SECRET_COLS = Columns(SealedSecret)
+_AUDIT_COLS = Columns(AuditRecord)
+_KEY_CHECK_COLS = Columns(KeyCheck)
 
 
 # -- writes ----------------------------------------------------------------------------
@@ -122,13 +89,13 @@ class PutSecret(Op):
     def run(self, d: Dialect, fx: Effects) -> Program[SealedSecret]:
         s = self.secret
         rows = yield Query(
-            f"INSERT INTO secrets ({_SECRET_COLS}) VALUES (?, ?, ?, ?, ?, ?, NULL) "
+            f"INSERT INTO secrets ({_SECRET_COLS}) VALUES ({_SECRET_COLS.marks}) "
             "ON CONFLICT (workspace_id, name) DO UPDATE SET sealed = excluded.sealed, "
             "key_id = excluded.key_id, updated_at = excluded.updated_at "
             f"RETURNING {_SECRET_COLS}",
-            (s.workspace_id, s.name, s.sealed, s.key_id, s.created_at, s.updated_at),
+            _SECRET_COLS.values(s, last_used_at=None),
         )
-        return _secret(rows[0])
+        return _SECRET_COLS.read(rows[0])
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,8 +138,8 @@ class InitKeyCheck(Op):
             "ON CONFLICT (id) DO NOTHING",
             (c.key_id, c.sealed, c.created_at),
         )
-        rows = yield Query("SELECT key_id, sealed, created_at FROM secret_key_check WHERE id = 1")
-        return KeyCheck(key_id=rows[0][0], sealed=rows[0][1], created_at=rows[0][2])
+        rows = yield Query(f"SELECT {_KEY_CHECK_COLS} FROM secret_key_check WHERE id = 1")
+        return _KEY_CHECK_COLS.read(rows[0])
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,9 +183,9 @@ class AppendAudit(Op):
 
     def run(self, d: Dialect, fx: Effects) -> Program[None]:
         yield Query(
-            f"INSERT INTO gateway_audit ({_AUDIT_COLS}) VALUES ({', '.join('?' * 15)}) "
+            f"INSERT INTO gateway_audit ({_AUDIT_COLS}) VALUES ({_AUDIT_COLS.marks}) "
             "ON CONFLICT (audit_id) DO NOTHING",
-            [_audit_row(a) for a in self.records],
+            [_AUDIT_COLS.values(a) for a in self.records],
             many=True,
         )
 
@@ -240,26 +207,6 @@ class PutTicket(Op):
         )
 
 
-def _audit_row(a: AuditRecord) -> tuple[object, ...]:
-    return (
-        a.audit_id,
-        a.at,
-        a.workspace_id,
-        a.principal_id,
-        a.execution_id,
-        a.server,
-        a.tool,
-        a.host,
-        a.credential,
-        a.outcome,
-        a.code,
-        a.latency_ms,
-        a.port,
-        a.bytes_up,
-        a.bytes_down,
-    )
-
-
 # -- reads -----------------------------------------------------------------------------
 
 
@@ -270,7 +217,7 @@ def get_secret(workspace_id: str, name: str) -> Program[SealedSecret]:
     )
     if not rows:
         raise NotFound("secret", name)
-    return _secret(rows[0])
+    return _SECRET_COLS.read(rows[0])
 
 
 def list_secrets(workspace_id: str | None) -> Program[list[SealedSecret]]:
@@ -278,12 +225,12 @@ def list_secrets(workspace_id: str | None) -> Program[list[SealedSecret]]:
     rows = yield Query(
         f"SELECT {_SECRET_COLS} FROM secrets {where}ORDER BY workspace_id, name", params
     )
-    return [_secret(r) for r in rows]
+    return [_SECRET_COLS.read(r) for r in rows]
 
 
 def get_key_check() -> Program[KeyCheck | None]:
-    rows = yield Query("SELECT key_id, sealed, created_at FROM secret_key_check WHERE id = 1")
-    return KeyCheck(key_id=rows[0][0], sealed=rows[0][1], created_at=rows[0][2]) if rows else None
+    rows = yield Query(f"SELECT {_KEY_CHECK_COLS} FROM secret_key_check WHERE id = 1")
+    return _KEY_CHECK_COLS.read(rows[0]) if rows else None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -326,7 +273,7 @@ def list_audit(f: AuditFilter, limit: int) -> Program[list[AuditRecord]]:
         f"SELECT {_AUDIT_COLS} FROM gateway_audit {clause}ORDER BY at DESC, audit_id DESC LIMIT ?",
         [*params, limit],
     )
-    return [_audit(r) for r in rows]
+    return [_AUDIT_COLS.read(r) for r in rows]
 
 
 def get_ticket(execution_id: str) -> Program[tuple[int, str] | None]:
@@ -353,16 +300,16 @@ def gateway_facts(execution_id: str, secret_names: Sequence[str]) -> Program[Gat
     sql = auth.execution_facts_sql()
     if secret_names:
         marks = ",".join("?" * len(secret_names))
-        cols = "".join(f", s.{c}" for c in _SECRET_COLS.split(", "))
         sql = auth.execution_facts_sql(
-            cols, f"LEFT JOIN secrets s ON s.workspace_id = g.workspace_id AND s.name IN ({marks}) "
+            f", {_SECRET_COLS.of('s')}",
+            f"LEFT JOIN secrets s ON s.workspace_id = g.workspace_id AND s.name IN ({marks}) ",
         )
     rows = yield Query(sql, [*secret_names, execution_id])
     if not rows:
         raise NotFound("execution", execution_id)
     execution, grant = auth.execution_facts_from_row(rows[0])
     n = auth.EXECUTION_FACTS_N
-    found = {r[n + 1]: _secret(r[n:]) for r in rows if secret_names and r[n] is not None}
+    found = {r[n + 1]: _SECRET_COLS.read(r[n:]) for r in rows if secret_names and r[n] is not None}
     return GatewayFacts(execution=execution, grant=grant, secrets=found)
 
 
