@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Mapping, Sequence
-from types import TracebackType
 from typing import Any, TypeVar
 
 from . import _auth as auth
@@ -175,12 +174,7 @@ class Store(
     async def __aenter__(self) -> Store:
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
     @property

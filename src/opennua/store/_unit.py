@@ -10,7 +10,6 @@ from __future__ import annotations
 import abc
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any, Generic, TypeVar
 
 from ._actions import EncodedAction, decode_action, encode_actions
@@ -305,12 +304,7 @@ class UnitScope(Generic[U]):
     async def __aenter__(self) -> U:
         return self._tx
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
         if exc_type is not None:
             return  # nothing was sent: dropping the buffer is the rollback
         results = await self._commit(Unit(self._fence, tuple(self._tx._ops)))
