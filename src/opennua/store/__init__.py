@@ -21,7 +21,7 @@ from ._automation import (
     ScheduleRecord,
     SchedulerLease,
 )
-from ._base import MAX_SNAPSHOTS_DUE, Store
+from ._base import Store
 from ._blobs import BlobRef, BlobStore
 from ._blobs_file import FileBlobStore
 from ._errors import (
@@ -72,17 +72,15 @@ from ._registry import (
     channel_target,
 )
 from ._roles import (
-    AuthStore,
-    AutomationStore,
+    MAX_SNAPSHOTS_DUE,
     ExecutionJournal,
     FileStore,
-    GatewayStore,
     InputStore,
     LogStore,
     RegistryStore,
-    SealedSecretStore,
-    SubscriptionStore,
 )
+from ._roles_access import AuthStore, GatewayStore, SealedSecretStore
+from ._roles_automation import AutomationStore, SubscriptionStore
 from ._secrets import AuditKind, AuditRecord, GatewayFacts, KeyCheck, SealedSecret
 from ._subscriptions import BehindSession, DeliveryState, EventDelivery, SubscriptionRecord
 from ._unit import FencedTransaction, Handle, Transaction
