@@ -4,8 +4,6 @@ See docs/store.md for the contract, units of work, group commit and claim orderi
 """
 
 from ._auth import (
-    AnswerFacts,
-    GrantFacts,
     GrantRecord,
     MembershipRecord,
     PrincipalRecord,
@@ -48,6 +46,7 @@ from ._executions import (
     Lease,
     LedgerEntry,
 )
+from ._facts import AnswerFacts, GrantFacts
 from ._files import ArtifactRecord
 from ._inputs import InputRequestRecord, Lost, Won
 from ._log import (

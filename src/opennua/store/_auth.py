@@ -3,7 +3,6 @@ and execution grants. The store keeps these facts; `opennua.auth` decides with t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -11,10 +10,9 @@ from typing import Any, Literal
 from ._actions import EncodedAction, action_from_row
 from ._errors import NotFound, WriteConflict
 from ._executions import EXEC_COLS, Execution, unknown_if_started
-from ._inputs import INPUT_COLS, InputRequestRecord
 from ._json import dumps, loads
 from ._log import append_to_request_session
-from ._sql import Columns, Dialect, Effects, Op, Program, Query, Row
+from ._sql import Columns, Dialect, Effects, Op, Program, Query
 
 # -- records -------------------------------------------------------------------------
 
@@ -99,10 +97,10 @@ class UsageRow:
 # -- row mapping ---------------------------------------------------------------------
 
 _WORKSPACE_COLS = Columns(WorkspaceRecord)
-_PRINCIPAL_COLS = Columns(PrincipalRecord)
+PRINCIPAL_COLS = Columns(PrincipalRecord)
 _MEMBERSHIP_COLS = Columns(MembershipRecord)
-_TOKEN_COLS = Columns(TokenRecord)
-_GRANT_COLS = Columns(GrantRecord, decode={"caps": loads})
+TOKEN_COLS = Columns(TokenRecord)
+GRANT_COLS = Columns(GrantRecord, decode={"caps": loads})
 _USAGE_KINDS = (
     "input_tokens",
     "output_tokens",
@@ -138,9 +136,9 @@ class InsertPrincipal(Op):
     def run(self, d: Dialect, fx: Effects) -> Program[PrincipalRecord]:
         p = self.principal
         rows = yield Query(
-            f"INSERT INTO principals ({_PRINCIPAL_COLS}) VALUES ({_PRINCIPAL_COLS.marks}) "
+            f"INSERT INTO principals ({PRINCIPAL_COLS}) VALUES ({PRINCIPAL_COLS.marks}) "
             "ON CONFLICT DO NOTHING RETURNING principal_id",
-            _PRINCIPAL_COLS.values(p),
+            PRINCIPAL_COLS.values(p),
         )
         if not rows:
             raise WriteConflict("principal", p.name, "already exists")
@@ -202,9 +200,9 @@ class InsertToken(Op):
     def run(self, d: Dialect, fx: Effects) -> Program[TokenRecord]:
         t = self.token
         rows = yield Query(
-            f"INSERT INTO api_tokens ({_TOKEN_COLS}) VALUES ({_TOKEN_COLS.marks}) "
+            f"INSERT INTO api_tokens ({TOKEN_COLS}) VALUES ({TOKEN_COLS.marks}) "
             "ON CONFLICT DO NOTHING RETURNING token_id",
-            _TOKEN_COLS.values(t),
+            TOKEN_COLS.values(t),
         )
         if not rows:
             raise WriteConflict("token", t.token_id, "already exists")
@@ -310,9 +308,9 @@ class PutGrant(Op):
     def run(self, d: Dialect, fx: Effects) -> Program[GrantRecord]:
         g = self.grant
         yield Query(
-            f"INSERT INTO execution_grants ({_GRANT_COLS}) VALUES ({_GRANT_COLS.marks}) "
+            f"INSERT INTO execution_grants ({GRANT_COLS}) VALUES ({GRANT_COLS.marks}) "
             "ON CONFLICT (execution_id) DO NOTHING",
-            _GRANT_COLS.values(g, caps=None if g.caps is None else dumps(g.caps, "a grant's caps")),
+            GRANT_COLS.values(g, caps=None if g.caps is None else dumps(g.caps, "a grant's caps")),
         )
         return g
 
@@ -406,20 +404,20 @@ def list_workspaces() -> Program[list[WorkspaceRecord]]:
 
 def get_principal(principal_id: str) -> Program[PrincipalRecord]:
     rows = yield Query(
-        f"SELECT {_PRINCIPAL_COLS} FROM principals WHERE principal_id = ?", (principal_id,)
+        f"SELECT {PRINCIPAL_COLS} FROM principals WHERE principal_id = ?", (principal_id,)
     )
     if not rows:
         raise NotFound("principal", principal_id)
-    return _PRINCIPAL_COLS.read(rows[0])
+    return PRINCIPAL_COLS.read(rows[0])
 
 
 def list_principals(kind: str | None) -> Program[list[PrincipalRecord]]:
     where, params = ("WHERE kind = ? ", (kind,)) if kind else ("", ())
     rows = yield Query(
-        f"SELECT {_PRINCIPAL_COLS} FROM principals {where}ORDER BY created_at, principal_id",
+        f"SELECT {PRINCIPAL_COLS} FROM principals {where}ORDER BY created_at, principal_id",
         params,
     )
-    return [_PRINCIPAL_COLS.read(r) for r in rows]
+    return [PRINCIPAL_COLS.read(r) for r in rows]
 
 
 def list_memberships(
@@ -449,160 +447,39 @@ def list_memberships(
 
 
 def get_token(token_id: str) -> Program[TokenRecord]:
-    rows = yield Query(f"SELECT {_TOKEN_COLS} FROM api_tokens WHERE token_id = ?", (token_id,))
+    rows = yield Query(f"SELECT {TOKEN_COLS} FROM api_tokens WHERE token_id = ?", (token_id,))
     if not rows:
         raise NotFound("token", token_id)
-    return _TOKEN_COLS.read(rows[0])
+    return TOKEN_COLS.read(rows[0])
 
 
 def workspace_tokens(workspace_id: str) -> Program[list[tuple[TokenRecord, float | None]]]:
     """The tokens of a workspace's members, each with when it was revoked for this
     workspace (None: it still opens it)."""
     rows = yield Query(
-        f"SELECT {_TOKEN_COLS.of('t')}, r.revoked_at FROM api_tokens t "
+        f"SELECT {TOKEN_COLS.of('t')}, r.revoked_at FROM api_tokens t "
         "JOIN memberships m ON m.principal_id = t.principal_id "
         "LEFT JOIN token_workspace_revocations r ON r.token_id = t.token_id "
         "AND r.workspace_id = m.workspace_id WHERE m.workspace_id = ? "
         "ORDER BY t.created_at, t.token_id",
         (workspace_id,),
     )
-    return [(_TOKEN_COLS.read(r[:-1]), r[-1]) for r in rows]
+    return [(TOKEN_COLS.read(r[:-1]), r[-1]) for r in rows]
 
 
 def list_tokens(principal_id: str) -> Program[list[TokenRecord]]:
     rows = yield Query(
-        f"SELECT {_TOKEN_COLS} FROM api_tokens WHERE principal_id = ? ORDER BY created_at",
+        f"SELECT {TOKEN_COLS} FROM api_tokens WHERE principal_id = ? ORDER BY created_at",
         (principal_id,),
     )
-    return [_TOKEN_COLS.read(r) for r in rows]
+    return [TOKEN_COLS.read(r) for r in rows]
 
 
 def get_grant(execution_id: str) -> Program[GrantRecord | None]:
     rows = yield Query(
-        f"SELECT {_GRANT_COLS} FROM execution_grants WHERE execution_id = ?", (execution_id,)
+        f"SELECT {GRANT_COLS} FROM execution_grants WHERE execution_id = ?", (execution_id,)
     )
-    return _GRANT_COLS.read(rows[0]) if rows else None
-
-
-#: An execution's grant with the facts it is judged by: its principal, their role in the
-#: grant's workspace, the token it came with (None where that row is gone).
-GrantFacts = tuple[GrantRecord, PrincipalRecord | None, str | None, TokenRecord | None]
-
-
-# A grant `g` with its facts: the select list and the joins that feed it. A token revoked
-# for the grant's workspace only (`r`) is, for this grant, a revoked token.
-_GRANT_FACT_COLS = f"{_GRANT_COLS.of('g')}, {_PRINCIPAL_COLS.of('p')}, m.role, " + _TOKEN_COLS.of(
-    "t"
-).replace("t.revoked_at", "COALESCE(t.revoked_at, r.revoked_at)")
-_GRANT_FACT_JOINS = (
-    "LEFT JOIN principals p ON p.principal_id = g.principal_id "
-    "LEFT JOIN memberships m ON m.workspace_id = g.workspace_id "
-    "AND m.principal_id = g.principal_id "
-    "LEFT JOIN api_tokens t ON t.token_id = g.token_id "
-    "LEFT JOIN token_workspace_revocations r ON r.token_id = g.token_id "
-    "AND r.workspace_id = g.workspace_id "
-)
-_G, _P, _T = len(_GRANT_COLS), len(_PRINCIPAL_COLS), len(_TOKEN_COLS)
-_GRANT_FACT_N = _G + _P + 1 + _T
-
-
-def _grant_facts(r: Row) -> GrantFacts | None:
-    g, p, role, t = r[:_G], r[_G : _G + _P], r[_G + _P], r[_G + _P + 1 : _G + _P + 1 + _T]
-    if g[0] is None:
-        return None
-    return (
-        _GRANT_COLS.read(g),
-        _PRINCIPAL_COLS.read(p) if p[0] is not None else None,
-        role,
-        _TOKEN_COLS.read(t) if t[0] is not None else None,
-    )
-
-
-def grant_facts(execution_id: str) -> Program[GrantFacts | None]:
-    """An execution's grant with the facts it is checked against, in one query: it runs
-    at every heartbeat."""
-    rows = yield Query(
-        f"SELECT {_GRANT_FACT_COLS} FROM execution_grants g {_GRANT_FACT_JOINS}"
-        "WHERE g.execution_id = ?",
-        (execution_id,),
-    )
-    return _grant_facts(rows[0]) if rows else None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AnswerFacts:
-    """What accepting an answer reads: the input request, its execution, and the
-    execution's grant with its facts (None: no grant)."""
-
-    request: InputRequestRecord
-    execution: Execution
-    grant: GrantFacts | None
-
-
-_INPUT_N = len(INPUT_COLS)
-_EXEC_N = len(EXEC_COLS)
-
-
-def answer_facts(request_id: str) -> Program[AnswerFacts]:
-    """In one query (one round trip on either backend): an answer is checked against
-    all of it at the moment it is accepted."""
-    rows = yield Query(
-        f"SELECT {INPUT_COLS.of('i')}, {EXEC_COLS.of('e')}, {_GRANT_FACT_COLS} "
-        "FROM input_requests i "
-        "LEFT JOIN executions e ON e.execution_id = i.execution_id "
-        "LEFT JOIN execution_grants g ON g.execution_id = i.execution_id "
-        f"{_GRANT_FACT_JOINS}WHERE i.request_id = ?",
-        (request_id,),
-    )
-    if not rows:
-        raise NotFound("input request", request_id)
-    r = rows[0]
-    request = INPUT_COLS.read(r[:_INPUT_N])
-    e = r[_INPUT_N : _INPUT_N + _EXEC_N]
-    if e[0] is None:
-        raise NotFound("execution", request.execution_id)
-    return AnswerFacts(
-        request=request,
-        execution=EXEC_COLS.read(e),
-        grant=_grant_facts(r[_INPUT_N + _EXEC_N :]),
-    )
-
-
-#: Columns of `execution_facts_sql` before the caller's own.
-EXECUTION_FACTS_N = _EXEC_N + _GRANT_FACT_N
-
-
-def execution_facts_sql(more_cols: str = "", more_joins: str = "") -> str:
-    """One statement for an execution `e` with its grant `g` and the grant's facts, plus
-    the caller's columns and joins (their parameters come before the execution id)."""
-    return (
-        f"SELECT {EXEC_COLS.of('e')}, {_GRANT_FACT_COLS}{more_cols} FROM executions e "
-        "LEFT JOIN execution_grants g ON g.execution_id = e.execution_id "
-        f"{_GRANT_FACT_JOINS}{more_joins}WHERE e.execution_id = ?"
-    )
-
-
-def execution_facts_from_row(r: Row) -> tuple[Execution, GrantFacts | None]:
-    return EXEC_COLS.read(r[:_EXEC_N]), _grant_facts(r[_EXEC_N:EXECUTION_FACTS_N])
-
-
-def unowned_with_grants(
-    principal_ids: Sequence[str],
-) -> Program[list[tuple[Execution, GrantFacts | None]]]:
-    """The queued or parked executions nobody runs whose live grant is one of these
-    principals', each with its grant's facts: what a change of their rights may end."""
-    if not principal_ids:
-        return []
-    marks = ",".join("?" * len(principal_ids))
-    rows = yield Query(
-        f"SELECT {EXEC_COLS.of('e')}, {_GRANT_FACT_COLS} FROM executions e "
-        "JOIN execution_grants g ON g.execution_id = e.execution_id "
-        f"{_GRANT_FACT_JOINS}WHERE e.status IN ('queued', 'waiting_input') "
-        f"AND e.owner IS NULL AND g.revoked_at IS NULL AND g.principal_id IN ({marks}) "
-        "ORDER BY e.execution_id",
-        list(principal_ids),
-    )
-    return [execution_facts_from_row(r) for r in rows]
+    return GRANT_COLS.read(rows[0]) if rows else None
 
 
 def usage_rows(workspace_ids: list[str], since: float | None) -> Program[list[UsageRow]]:

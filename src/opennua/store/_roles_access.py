@@ -7,10 +7,9 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from . import _auth as auth
+from . import _facts as facts
 from . import _secrets as secrets
 from ._auth import (
-    AnswerFacts,
-    GrantFacts,
     GrantRecord,
     MembershipRecord,
     PrincipalRecord,
@@ -19,6 +18,7 @@ from ._auth import (
     WorkspaceRecord,
 )
 from ._executions import Execution
+from ._facts import AnswerFacts, GrantFacts
 from ._roles import _Runs
 from ._secrets import AuditKind, AuditRecord, GatewayFacts, KeyCheck, Rewrap, SealedSecret
 from ._sql import Op
@@ -132,12 +132,12 @@ class AuthStore(_Runs, Protocol):
 
     async def grant_facts(self, execution_id: str) -> GrantFacts | None:
         """The grant, its principal, their role in its workspace and its token, or None."""
-        return await self._read(auth.grant_facts(execution_id))
+        return await self._read(facts.grant_facts(execution_id))
 
     async def answer_facts(self, request_id: str) -> AnswerFacts:
         """An input request, its execution and that execution's `grant_facts`, read in one
         query; NotFound for an unknown request."""
-        return await self._read(auth.answer_facts(request_id))
+        return await self._read(facts.answer_facts(request_id))
 
     async def renew_grant(self, execution_id: str, expires_at: float) -> bool:
         result: bool = await self._one(auth.RenewGrant(execution_id, expires_at))
@@ -150,8 +150,8 @@ class AuthStore(_Runs, Protocol):
         self, principal_ids: Sequence[str]
     ) -> list[tuple[Execution, GrantFacts | None]]:
         """Queued or parked executions nobody runs whose live grant is one of these
-        principals', with the grant's facts (see ``auth.unowned_with_grants``)."""
-        return await self._read(auth.unowned_with_grants(list(principal_ids)))
+        principals', with the grant's facts (see ``facts.unowned_with_grants``)."""
+        return await self._read(facts.unowned_with_grants(list(principal_ids)))
 
     async def usage(self, workspace_ids: Sequence[str], since: float | None) -> list[UsageRow]:
         return await self._scan(auth.usage_rows(list(workspace_ids), since))

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from . import _auth as auth
+from . import _facts as facts
 from ._errors import NotFound, WriteConflict
 from ._executions import Execution
 from ._sql import Columns, Dialect, Effects, Op, Program, Query
@@ -291,24 +291,24 @@ class GatewayFacts:
     (those that exist, in the grant's workspace)."""
 
     execution: Execution
-    grant: auth.GrantFacts | None
+    grant: facts.GrantFacts | None
     secrets: dict[str, SealedSecret]
 
 
 def gateway_facts(execution_id: str, secret_names: Sequence[str]) -> Program[GatewayFacts]:
     # One statement (one round trip on PostgreSQL): a row per secret found, or one row.
-    sql = auth.execution_facts_sql()
+    sql = facts.execution_facts_sql()
     if secret_names:
         marks = ",".join("?" * len(secret_names))
-        sql = auth.execution_facts_sql(
+        sql = facts.execution_facts_sql(
             f", {_SECRET_COLS.of('s')}",
             f"LEFT JOIN secrets s ON s.workspace_id = g.workspace_id AND s.name IN ({marks}) ",
         )
     rows = yield Query(sql, [*secret_names, execution_id])
     if not rows:
         raise NotFound("execution", execution_id)
-    execution, grant = auth.execution_facts_from_row(rows[0])
-    n = auth.EXECUTION_FACTS_N
+    execution, grant = facts.execution_facts_from_row(rows[0])
+    n = facts.EXECUTION_FACTS_N
     found = {r[n + 1]: _SECRET_COLS.read(r[n:]) for r in rows if secret_names and r[n] is not None}
     return GatewayFacts(execution=execution, grant=grant, secrets=found)
 
