@@ -392,9 +392,7 @@ def get_workspace(workspace_id: str) -> Program[WorkspaceRecord]:
     rows = yield Query(
         f"SELECT {_WORKSPACE_COLS} FROM workspaces WHERE workspace_id = ?", (workspace_id,)
     )
-    if not rows:
-        raise NotFound("workspace", workspace_id)
-    return _WORKSPACE_COLS.read(rows[0])
+    return _WORKSPACE_COLS.one(rows, "workspace", workspace_id)
 
 
 def list_workspaces() -> Program[list[WorkspaceRecord]]:
@@ -406,9 +404,7 @@ def get_principal(principal_id: str) -> Program[PrincipalRecord]:
     rows = yield Query(
         f"SELECT {PRINCIPAL_COLS} FROM principals WHERE principal_id = ?", (principal_id,)
     )
-    if not rows:
-        raise NotFound("principal", principal_id)
-    return PRINCIPAL_COLS.read(rows[0])
+    return PRINCIPAL_COLS.one(rows, "principal", principal_id)
 
 
 def list_principals(kind: str | None) -> Program[list[PrincipalRecord]]:
@@ -448,9 +444,7 @@ def list_memberships(
 
 def get_token(token_id: str) -> Program[TokenRecord]:
     rows = yield Query(f"SELECT {TOKEN_COLS} FROM api_tokens WHERE token_id = ?", (token_id,))
-    if not rows:
-        raise NotFound("token", token_id)
-    return TOKEN_COLS.read(rows[0])
+    return TOKEN_COLS.one(rows, "token", token_id)
 
 
 def workspace_tokens(workspace_id: str) -> Program[list[tuple[TokenRecord, float | None]]]:

@@ -271,9 +271,7 @@ def get_schedule(schedule_id: str) -> Program[ScheduleRecord]:
     rows = yield Query(
         f"SELECT {_SCHEDULE_COLS} FROM schedules WHERE schedule_id = ?", (schedule_id,)
     )
-    if not rows:
-        raise NotFound("schedule", schedule_id)
-    return _SCHEDULE_COLS.read(rows[0])
+    return _SCHEDULE_COLS.one(rows, "schedule", schedule_id)
 
 
 def list_schedules(workspace_id: str | None) -> Program[list[ScheduleRecord]]:
@@ -383,9 +381,7 @@ class InsertDelivery(Op):
 
 def get_hook(hook_id: str) -> Program[HookRecord]:
     rows = yield Query(f"SELECT {_HOOK_COLS} FROM hooks WHERE hook_id = ?", (hook_id,))
-    if not rows:
-        raise NotFound("hook", hook_id)
-    return _HOOK_COLS.read(rows[0])
+    return _HOOK_COLS.one(rows, "hook", hook_id)
 
 
 def list_hooks(workspace_id: str | None) -> Program[list[HookRecord]]:

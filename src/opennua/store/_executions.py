@@ -315,9 +315,7 @@ class RequestCancel(Op):
             f"WHERE execution_id = ? RETURNING {EXEC_COLS}",
             (self.execution_id,),
         )
-        if not rows:
-            raise NotFound("execution", self.execution_id)
-        return EXEC_COLS.read(rows[0])
+        return EXEC_COLS.one(rows, "execution", self.execution_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -545,9 +543,7 @@ def get_execution(execution_id: str) -> Program[Execution]:
     rows = yield Query(
         f"SELECT {EXEC_COLS} FROM executions WHERE execution_id = ?", (execution_id,)
     )
-    if not rows:
-        raise NotFound("execution", execution_id)
-    return EXEC_COLS.read(rows[0])
+    return EXEC_COLS.one(rows, "execution", execution_id)
 
 
 def list_executions(session_id: str, active: bool) -> Program[list[Execution]]:

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ._actions import action_from_row
-from ._errors import NotFound, QuotaExceeded, WriteConflict
+from ._errors import QuotaExceeded, WriteConflict
 from ._sql import CHECKED_RECORDS, Columns, Dialect, Effects, Op, Program, Query
 
 # -- records -------------------------------------------------------------------------
@@ -97,9 +97,7 @@ def get_artifact(artifact_id: str) -> Program[ArtifactRecord]:
     rows = yield Query(
         f"SELECT {_ARTIFACT_COLS} FROM artifacts WHERE artifact_id = ?", (artifact_id,)
     )
-    if not rows:
-        raise NotFound("artifact", artifact_id)
-    return _ARTIFACT_COLS.read(rows[0])
+    return _ARTIFACT_COLS.one(rows, "artifact", artifact_id)
 
 
 def list_artifacts(session_id: str) -> Program[list[ArtifactRecord]]:

@@ -211,9 +211,7 @@ def get_input_request(request_id: str) -> Program[InputRequestRecord]:
     rows = yield Query(
         f"SELECT {INPUT_COLS} FROM input_requests WHERE request_id = ?", (request_id,)
     )
-    if not rows:
-        raise NotFound("input request", request_id)
-    return INPUT_COLS.read(rows[0])
+    return INPUT_COLS.one(rows, "input request", request_id)
 
 
 def list_input_requests(

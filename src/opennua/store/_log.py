@@ -281,9 +281,7 @@ class ClaimIdempotency(Op):
 
 def get_session(session_id: str) -> Program[SessionRecord]:
     rows = yield Query(f"SELECT {SESSION_COLS} FROM sessions WHERE session_id = ?", (session_id,))
-    if not rows:
-        raise NotFound("session", session_id)
-    return SESSION_COLS.read(rows[0])
+    return SESSION_COLS.one(rows, "session", session_id)
 
 
 #: What a list shows beside the session row, computed per row from indexed tables

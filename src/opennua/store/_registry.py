@@ -242,9 +242,7 @@ def get_version(name: str, version: str) -> Program[PluginVersion]:
         f"SELECT {_VERSION_COLS} FROM plugin_versions WHERE name = ? AND version = ?",
         (name, version),
     )
-    if not rows:
-        raise NotFound("plugin version", f"{name}@{version}")
-    return _VERSION_COLS.read(rows[0])
+    return _VERSION_COLS.one(rows, "plugin version", f"{name}@{version}")
 
 
 def list_versions(name: str) -> Program[list[PluginVersion]]:
@@ -288,9 +286,7 @@ def get_deployment(name: str) -> Program[DeploymentRecord]:
         "JOIN deployment_configs c ON c.digest = d.digest WHERE d.name = ?",
         (name,),
     )
-    if not rows:
-        raise NotFound("deployment", name)
-    return _CONFIG_COLS.read(rows[0])
+    return _CONFIG_COLS.one(rows, "deployment", name)
 
 
 def get_deployment_config(digest: str) -> Program[DeploymentRecord]:
@@ -298,9 +294,7 @@ def get_deployment_config(digest: str) -> Program[DeploymentRecord]:
         f"SELECT {_CONFIG_COLS} FROM deployment_configs WHERE digest = ?",
         (digest,),
     )
-    if not rows:
-        raise NotFound("deployment digest", digest)
-    return _CONFIG_COLS.read(rows[0])
+    return _CONFIG_COLS.one(rows, "deployment digest", digest)
 
 
 def list_deployments() -> Program[list[DeploymentRecord]]:

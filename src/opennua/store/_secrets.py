@@ -215,9 +215,7 @@ def get_secret(workspace_id: str, name: str) -> Program[SealedSecret]:
         f"SELECT {_SECRET_COLS} FROM secrets WHERE workspace_id = ? AND name = ?",
         (workspace_id, name),
     )
-    if not rows:
-        raise NotFound("secret", name)
-    return _SECRET_COLS.read(rows[0])
+    return _SECRET_COLS.one(rows, "secret", name)
 
 
 def list_secrets(workspace_id: str | None) -> Program[list[SealedSecret]]:

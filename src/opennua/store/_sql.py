@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from ulid import ULID
 
 from ._actions import EncodedAction
-from ._errors import StoreError
+from ._errors import NotFound, StoreError
 from ._json import check_text
 
 if TYPE_CHECKING:
@@ -172,6 +172,12 @@ class Columns(Generic[R]):
         return tuple(
             encoded[name] if name in encoded else getattr(record, name) for name in self.names
         )
+
+    def one(self, rows: Sequence[Row], kind: str, key: str) -> R:
+        """The record in the first of ``rows``; none is :class:`NotFound` ``(kind, key)``."""
+        if not rows:
+            raise NotFound(kind, key)
+        return self.read(rows[0])
 
     def read(self, row: Row) -> R:
         """The record in ``row``'s first ``len(self)`` values."""

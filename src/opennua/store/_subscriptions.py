@@ -257,9 +257,7 @@ def get_subscription(subscription_id: str) -> Program[SubscriptionRecord]:
     rows = yield Query(
         f"SELECT {_SUB_COLS} FROM subscriptions WHERE subscription_id = ?", (subscription_id,)
     )
-    if not rows:
-        raise NotFound("subscription", subscription_id)
-    return _SUB_COLS.read(rows[0])
+    return _SUB_COLS.one(rows, "subscription", subscription_id)
 
 
 def list_subscriptions(workspace_id: str | None) -> Program[list[SubscriptionRecord]]:
@@ -320,6 +318,4 @@ def get_event_delivery(subscription_id: str, event_id: str) -> Program[EventDeli
         "AND event_id = ?",
         (subscription_id, event_id),
     )
-    if not rows:
-        raise NotFound("event", event_id)
-    return _DLV_COLS.read(rows[0])
+    return _DLV_COLS.one(rows, "event", event_id)
