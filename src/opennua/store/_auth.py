@@ -12,7 +12,7 @@ from ._errors import NotFound, WriteConflict
 from ._executions import EXEC_COLS, Execution, unknown_if_started
 from ._json import dumps, loads
 from ._log import append_to_request_session
-from ._sql import Columns, Dialect, Effects, Op, Program, Query
+from ._sql import Columns, Dialect, Effects, Op, Program, Query, Where
 
 # -- records -------------------------------------------------------------------------
 
@@ -419,25 +419,19 @@ def list_principals(kind: str | None) -> Program[list[PrincipalRecord]]:
 def list_memberships(
     workspace_id: str | None, principal_id: str | None, opened_by: str | None = None
 ) -> Program[list[MembershipRecord]]:
-    where: list[str] = []
-    params: list[Any] = []
-    if workspace_id is not None:
-        where.append("workspace_id = ?")
-        params.append(workspace_id)
-    if principal_id is not None:
-        where.append("principal_id = ?")
-        params.append(principal_id)
+    where = Where()
+    where.equal("workspace_id", workspace_id)
+    where.equal("principal_id", principal_id)
     if opened_by is not None:
-        where.append(
+        where.add(
             "NOT EXISTS (SELECT 1 FROM token_workspace_revocations r WHERE r.token_id = ? "
-            "AND r.workspace_id = memberships.workspace_id)"
+            "AND r.workspace_id = memberships.workspace_id)",
+            opened_by,
         )
-        params.append(opened_by)
-    clause = f"WHERE {' AND '.join(where)} " if where else ""
     rows = yield Query(
         f"SELECT {_MEMBERSHIP_COLS} FROM memberships "
-        f"{clause}ORDER BY created_at, workspace_id, principal_id",
-        params,
+        f"{where}ORDER BY created_at, workspace_id, principal_id",
+        where.params,
     )
     return [_MEMBERSHIP_COLS.read(r) for r in rows]
 

@@ -10,7 +10,7 @@ from ._actions import EncodedAction
 from ._errors import NotFound, WriteConflict
 from ._json import dumps, loads
 from ._log import ClaimIdempotency, append_to_request_session
-from ._sql import CHECKED_RECORDS, Columns, Dialect, Effects, Op, Program, Query
+from ._sql import CHECKED_RECORDS, Columns, Dialect, Effects, Op, Program, Query, Where
 
 # -- records -------------------------------------------------------------------------
 
@@ -217,17 +217,12 @@ def get_input_request(request_id: str) -> Program[InputRequestRecord]:
 def list_input_requests(
     session_id: str | None, execution_id: str | None, status: str | None
 ) -> Program[list[InputRequestRecord]]:
-    where, params = [], []
-    for column, value in (
-        ("session_id", session_id),
-        ("execution_id", execution_id),
-        ("status", status),
-    ):
-        if value is not None:
-            where.append(f"{column} = ?")
-            params.append(value)
-    clause = f"WHERE {' AND '.join(where)} " if where else ""
+    where = Where()
+    where.equal("session_id", session_id)
+    where.equal("execution_id", execution_id)
+    where.equal("status", status)
     rows = yield Query(
-        f"SELECT {INPUT_COLS} FROM input_requests {clause}ORDER BY created_at, request_id", params
+        f"SELECT {INPUT_COLS} FROM input_requests {where}ORDER BY created_at, request_id",
+        where.params,
     )
     return [INPUT_COLS.read(r) for r in rows]

@@ -10,7 +10,7 @@ from typing import Any, Generic, Literal, TypeVar
 from ._actions import EncodedAction, action_from_row, check_session
 from ._errors import InvalidInput, NotFound, StoreError, WriteConflict
 from ._json import dumps, loads
-from ._sql import CHECKED_RECORDS, Columns, Dialect, Effects, Op, Program, Query
+from ._sql import CHECKED_RECORDS, Columns, Dialect, Effects, Op, Program, Query, Where
 
 T = TypeVar("T")
 
@@ -311,33 +311,25 @@ def list_session_summaries(
     limit: int, cursor: str | None, where_: SessionFilter | None = None
 ) -> Program[Page[SessionSummary]]:
     f = where_ or SessionFilter()
-    where: list[str] = []
-    params: list[Any] = []
-    if f.workspace_id is not None:
-        where.append("s.workspace_id = ?")
-        params.append(f.workspace_id)
+    where = Where()
+    where.equal("s.workspace_id", f.workspace_id)
     if f.status is not None:
         if f.status not in _STATUS_WHERE:
             raise InvalidInput(f"status must be one of {', '.join(sorted(_STATUS_WHERE))}")
-        where.append(_STATUS_WHERE[f.status])
-    if f.deployment is not None:
-        where.append("s.deployment = ?")
-        params.append(f.deployment)
-    if f.principal_id is not None:
-        where.append("s.principal_id = ?")
-        params.append(f.principal_id)
+        where.add(_STATUS_WHERE[f.status])
+    where.equal("s.deployment", f.deployment)
+    where.equal("s.principal_id", f.principal_id)
     if f.needs_input is not None:
-        where.append(("" if f.needs_input else "NOT ") + _STATUS_WHERE["requires_action"])
+        where.add(("" if f.needs_input else "NOT ") + _STATUS_WHERE["requires_action"])
     if f.since is not None:
-        where.append("s.created_at >= ?")
-        params.append(f.since)
+        where.add("s.created_at >= ?", f.since)
     if f.until is not None:
-        where.append("s.created_at < ?")
-        params.append(f.until)
+        where.add("s.created_at < ?", f.until)
     if f.title:
         # LOWER on both sides: SQLite's LIKE folds ASCII case, PostgreSQL's does not.
-        where.append("LOWER(COALESCE(s.title, '')) LIKE ? ESCAPE '!'")
-        params.append(f"%{_like_escape(f.title.lower())}%")
+        where.add(
+            "LOWER(COALESCE(s.title, '')) LIKE ? ESCAPE '!'", f"%{_like_escape(f.title.lower())}%"
+        )
     if cursor is not None:
         # The cursor is the (created_at, session_id) of the last row served: a keyset,
         # so pages stay stable while new sessions are created.
@@ -346,14 +338,16 @@ def list_session_summaries(
             created_at = float(created)
         except ValueError as exc:
             raise InvalidInput(f"bad session cursor {cursor!r}") from exc
-        where.append("(s.created_at < ? OR (s.created_at = ? AND s.session_id < ?))")
-        params += [created_at, created_at, sid]
-    clause = f"WHERE {' AND '.join(where)} " if where else ""
-    cols = SESSION_COLS.of("s")
+        where.add(
+            "(s.created_at < ? OR (s.created_at = ? AND s.session_id < ?))",
+            created_at,
+            created_at,
+            sid,
+        )
     rows = yield Query(
-        f"SELECT {cols}, {_SUMMARY_COLS} FROM sessions s {clause}"
+        f"SELECT {SESSION_COLS.of('s')}, {_SUMMARY_COLS} FROM sessions s {where}"
         "ORDER BY s.created_at DESC, s.session_id DESC LIMIT ?",
-        [*params, limit + 1],
+        [*where.params, limit + 1],
     )
     n = len(SESSION_COLS)
     items = []

@@ -15,7 +15,7 @@ from typing import Literal
 from . import _facts as facts
 from ._errors import NotFound, WriteConflict
 from ._executions import Execution
-from ._sql import Columns, Dialect, Effects, Op, Program, Query
+from ._sql import Columns, Dialect, Effects, Op, Program, Query, Where
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -251,25 +251,18 @@ _AUDIT_EQUAL = ("workspace_id", "execution_id", "principal_id", "server", "tool"
 
 
 def list_audit(f: AuditFilter, limit: int) -> Program[list[AuditRecord]]:
-    where: list[str] = []
-    params: list[object] = []
+    where = Where()
     for column in _AUDIT_EQUAL:
-        value = getattr(f, column)
-        if value is not None:
-            where.append(f"{column} = ?")
-            params.append(value)
+        where.equal(column, getattr(f, column))
     if f.kind is not None:  # as `AuditRecord.kind` tells them apart
-        where.append(f"bytes_up IS {'NOT ' if f.kind == 'egress' else ''}NULL")
+        where.add(f"bytes_up IS {'NOT ' if f.kind == 'egress' else ''}NULL")
     if f.since is not None:
-        where.append("at >= ?")
-        params.append(f.since)
+        where.add("at >= ?", f.since)
     if f.until is not None:
-        where.append("at < ?")
-        params.append(f.until)
-    clause = f"WHERE {' AND '.join(where)} " if where else ""
+        where.add("at < ?", f.until)
     rows = yield Query(
-        f"SELECT {_AUDIT_COLS} FROM gateway_audit {clause}ORDER BY at DESC, audit_id DESC LIMIT ?",
-        [*params, limit],
+        f"SELECT {_AUDIT_COLS} FROM gateway_audit {where}ORDER BY at DESC, audit_id DESC LIMIT ?",
+        [*where.params, limit],
     )
     return [_AUDIT_COLS.read(r) for r in rows]
 

@@ -86,6 +86,27 @@ class Dialect(abc.ABC):
         order. A failing item writes nothing, whatever the others do."""
 
 
+class Where:
+    """A listing's WHERE clause: the conditions its filter gives, and their parameters
+    in order. ``str()`` is ``WHERE a AND b `` (trailing space), or nothing."""
+
+    def __init__(self) -> None:
+        self.conditions: list[str] = []
+        self.params: list[Any] = []
+
+    def add(self, condition: str, *params: Any) -> None:
+        self.conditions.append(condition)
+        self.params.extend(params)
+
+    def equal(self, column: str, value: Any) -> None:
+        """``column = value``, when ``value`` is given (not None)."""
+        if value is not None:
+            self.add(f"{column} = ?", value)
+
+    def __str__(self) -> str:
+        return f"WHERE {' AND '.join(self.conditions)} " if self.conditions else ""
+
+
 def new_id(prefix: str, now: float) -> str:
     """A type-prefixed ULID whose time part comes from the injected clock."""
     return f"{prefix}_{ULID.from_timestamp(now)}"
