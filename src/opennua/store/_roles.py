@@ -1,6 +1,6 @@
 """The store's roles: each caller names the narrowest one it needs (eventsourcing's
 recorders: a few methods by role). Each role holds its methods' one definition, run on
-a backend's commit and read paths (`_Runs`); `Store` inherits every role, and only
+a backend's commit and read paths (`Backend`); `Store` inherits every role, and only
 composition roots (server/_serve.py, tests) hold a `Store` as such. The Host's and the
 Supervisor's roles are here; who may do what, secrets and the gateway in
 `_roles_access`; automation in `_roles_automation`. docs/store.md, "Roles"."""
@@ -61,8 +61,9 @@ T = TypeVar("T")
 MAX_SNAPSHOTS_DUE = 500
 
 
-class _Runs(Protocol):
-    """What every role's methods run on: a backend's commit and read paths (`Store`)."""
+class Backend(Protocol):
+    """What every role's methods run on: a backend's commit and read paths (`Store`, which
+    the SQLite and PostgreSQL stores complete)."""
 
     async def _commit(self, unit: Unit) -> list[Any]: ...
 
@@ -75,7 +76,7 @@ class _Runs(Protocol):
     def _rights_changed(self, *principal_ids: str) -> None: ...
 
 
-class LogStore(_Runs, Protocol):
+class LogStore(Backend, Protocol):
     """Sessions, their action log, snapshots and idempotency records: the Host's."""
 
     def watch(self) -> Watcher: ...
@@ -184,7 +185,7 @@ class LogStore(_Runs, Protocol):
         return await self._read(log.lookup_idempotency(scope, key, request_hash, now))
 
 
-class ExecutionJournal(_Runs, Protocol):
+class ExecutionJournal(Backend, Protocol):
     """Executions, claims, leases and what an attempt journals under its fence: the Supervisor's."""
 
     def fenced(
@@ -266,7 +267,7 @@ class ExecutionJournal(_Runs, Protocol):
         return await self._read(executions.get_ledger(execution_id))
 
 
-class InputStore(_Runs, Protocol):
+class InputStore(Backend, Protocol):
     """Input requests (answered, expired or cancelled in a `transaction()`)."""
 
     async def open_input_request(self, request: InputRequestRecord) -> InputRequestRecord:
@@ -286,7 +287,7 @@ class InputStore(_Runs, Protocol):
         return await self._read(inputs.list_input_requests(session_id, execution_id, status))
 
 
-class FileStore(_Runs, Protocol):
+class FileStore(Backend, Protocol):
     """Blobs and what names them: artifacts, workspace manifests, a workspace's held blobs."""
 
     @property
@@ -327,7 +328,7 @@ class FileStore(_Runs, Protocol):
         return await self._read(files.all_held_blobs())
 
 
-class RegistryStore(_Runs, Protocol):
+class RegistryStore(Backend, Protocol):
     """Published plugin versions, release channels and deployments."""
 
     @property

@@ -19,14 +19,14 @@ from ._auth import (
 )
 from ._executions import Execution
 from ._facts import AnswerFacts, GrantFacts
-from ._roles import _Runs
+from ._roles import Backend
 from ._secrets import AuditKind, AuditRecord, GatewayFacts, KeyCheck, Rewrap, SealedSecret
 from ._sql import Op
 from ._unit import Unit
 from ._watch import Watcher
 
 
-class AuthStore(_Runs, Protocol):
+class AuthStore(Backend, Protocol):
     """Who may do what: workspaces, principals, memberships, tokens and grants (what
     `opennua.auth` decides with)."""
 
@@ -157,7 +157,7 @@ class AuthStore(_Runs, Protocol):
         return await self._scan(auth.usage_rows(list(workspace_ids), since))
 
 
-class SealedSecretStore(_Runs, Protocol):
+class SealedSecretStore(Backend, Protocol):
     """Sealed secrets and the key check (`opennua.secrets` seals and opens them)."""
 
     async def put_secret(self, secret: SealedSecret) -> SealedSecret:
@@ -199,7 +199,7 @@ class SealedSecretStore(_Runs, Protocol):
         return result
 
 
-class GatewayStore(_Runs, Protocol):
+class GatewayStore(Backend, Protocol):
     """What the gateway checks each call against and records: tickets, facts, audit."""
 
     async def gateway_facts(

@@ -16,12 +16,12 @@ from ._automation import (
     ScheduleRecord,
     SchedulerLease,
 )
-from ._roles import _Runs
+from ._roles import Backend
 from ._subscriptions import BehindSession, DeliveryState, EventDelivery, SubscriptionRecord
 from ._unit import Unit
 
 
-class AutomationStore(_Runs, Protocol):
+class AutomationStore(Backend, Protocol):
     """Schedules and their fires, webhooks and their deliveries, the scheduler lease."""
 
     async def create_schedule(self, schedule: ScheduleRecord) -> ScheduleRecord:
@@ -133,7 +133,7 @@ class AutomationStore(_Runs, Protocol):
         return await self._read(automation.list_deliveries(hook_id, limit))
 
 
-class SubscriptionStore(_Runs, Protocol):
+class SubscriptionStore(Backend, Protocol):
     """Event subscriptions, the cursors the deliverer follows the logs with, their
     deliveries and the deliverer's lease (docs/subscriptions.md)."""
 
