@@ -11,9 +11,9 @@ import contextlib
 import hashlib
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 
 from ulid import ULID
 
@@ -50,6 +50,7 @@ class AutomationServiceStore(
     session and execution, whom it runs as)."""
 
 
+T = TypeVar("T")
 SCHEDULE_FIELDS = frozenset({"schedule", "fire_time", "schedule_id"})
 #: What a hook's prompt may name: anything under `payload` (the delivery's JSON, whose
 #: shape only the sender knows), and `hook`, its name (a string: nothing under it).
@@ -76,6 +77,24 @@ class AutomationError(Exception):
         super().__init__(detail)
         self.code = code
         self.detail = detail
+
+
+async def found(read: Awaitable[T], what: str) -> T:
+    """What `read` returns; a record it does not find is `not_found` ("no {what}")."""
+    try:
+        return await read
+    except NotFound:
+        raise AutomationError("not_found", f"no {what}") from None
+
+
+async def check_session(store: LogStore, workspace_id: str, session_id: str) -> None:
+    """`not_found` unless the session is one of the workspace's."""
+    try:
+        session = await store.get_session(session_id)
+    except NotFound:
+        session = None
+    if session is None or session.workspace_id != workspace_id:
+        raise AutomationError("not_found", f"no session {session_id} in this workspace")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -175,7 +194,7 @@ class Automation:
             )
         await self._check_deployment(workspace_id, spec.deployment)
         if spec.session_id is not None:
-            await self._check_session(workspace_id, spec.session_id)
+            await check_session(self.store, workspace_id, spec.session_id)
         now = self._clock()
         record = ScheduleRecord(
             schedule_id=prefixed("schedule", ULID.from_timestamp(now)),
@@ -199,10 +218,7 @@ class Automation:
             ) from exc
 
     async def schedule(self, schedule_id: str) -> ScheduleRecord:
-        try:
-            return await self.store.get_schedule(schedule_id)
-        except NotFound:
-            raise AutomationError("not_found", f"no schedule {schedule_id}") from None
+        return await found(self.store.get_schedule(schedule_id), f"schedule {schedule_id}")
 
     async def schedules(self, workspace_id: str) -> list[ScheduleRecord]:
         return await self.store.list_schedules(workspace_id)
@@ -277,10 +293,7 @@ class Automation:
         return created, secret
 
     async def hook(self, hook_id: str) -> HookRecord:
-        try:
-            return await self.store.get_hook(hook_id)
-        except NotFound:
-            raise AutomationError("not_found", f"no hook {hook_id}") from None
+        return await found(self.store.get_hook(hook_id), f"hook {hook_id}")
 
     async def hooks(self, workspace_id: str) -> list[HookRecord]:
         return await self.store.list_hooks(workspace_id)
@@ -417,11 +430,3 @@ class Automation:
             await _runs.run_as(self.store, workspace_id, deployment)
         except _runs.Unrunnable as exc:
             raise AutomationError(exc.code, exc.detail) from None
-
-    async def _check_session(self, workspace_id: str, session_id: str) -> None:
-        try:
-            session = await self.store.get_session(session_id)
-        except NotFound:
-            session = None
-        if session is None or session.workspace_id != workspace_id:
-            raise AutomationError("not_found", f"no session {session_id} in this workspace")

@@ -26,7 +26,7 @@ from opennua.store import (
 )
 
 from ._outbound import refused_target
-from ._service import AutomationError, Secrets
+from ._service import AutomationError, Secrets, check_session, found
 from ._webhooks import new_secret, token_secret
 
 #: Event names that are not action types but name one (the issue's spelling, kept so
@@ -131,7 +131,7 @@ class Subscriptions:
         if spec.deployment is not None:
             await self._check_deployment(workspace_id, spec.deployment)
         if spec.session_id is not None:
-            await self._check_session(workspace_id, spec.session_id)
+            await check_session(self.store, workspace_id, spec.session_id)
         if spec.format != "webhook" and (spec.session_id is None or spec.execution_id is None):
             raise AutomationError("invalid_subscription", "a task's pushes name its session")
         if spec.format != "webhook":
@@ -167,10 +167,8 @@ class Subscriptions:
         return await self.store.create_subscription(record), secret
 
     async def get(self, subscription_id: str) -> SubscriptionRecord:
-        try:
-            return await self.store.get_subscription(subscription_id)
-        except NotFound:
-            raise AutomationError("not_found", f"no subscription {subscription_id}") from None
+        subscription = self.store.get_subscription(subscription_id)
+        return await found(subscription, f"subscription {subscription_id}")
 
     async def in_workspace(self, workspace_id: str) -> list[SubscriptionRecord]:
         return await self.store.list_subscriptions(workspace_id)
@@ -214,7 +212,7 @@ class Subscriptions:
             )
         if found.session_id not in (None, session_id):
             raise AutomationError("not_found", f"{session_id} is not this subscription's session")
-        await self._check_session(found.workspace_id, session_id)
+        await check_session(self.store, found.workspace_id, session_id)
         await self.store.replay_from(subscription_id, session_id, max(from_seq, 1))
 
     async def _check_deployment(self, workspace_id: str, deployment: str) -> None:
@@ -224,11 +222,3 @@ class Subscriptions:
             record = None
         if record is None or record.workspace_id not in (None, workspace_id):
             raise AutomationError("not_found", f"no deployment named {deployment!r}")
-
-    async def _check_session(self, workspace_id: str, session_id: str) -> None:
-        try:
-            session = await self.store.get_session(session_id)
-        except NotFound:
-            session = None
-        if session is None or session.workspace_id != workspace_id:
-            raise AutomationError("not_found", f"no session {session_id} in this workspace")

@@ -18,7 +18,7 @@ import typer
 from opennua.client import Client, connect
 from opennua.client.responses import PrincipalDoc
 
-from ._context import Settings, execute, fail, settings, write_line
+from ._context import Settings, emit, execute, fail, settings, write_line
 from ._credentials import save_credentials
 from ._safe import SafeText
 
@@ -102,13 +102,6 @@ def whoami(ctx: typer.Context, json_out: JsonFlag = False) -> None:
 # -- helpers ---------------------------------------------------------------------------------
 
 
-def _print(cfg: Settings, json_out: bool, value: Any, line: str) -> None:
-    if json_out:
-        write_line(json.dumps(value, sort_keys=True))
-    else:
-        cfg.stdout.print(SafeText(line))
-
-
 def _check_role(config: Settings, role: str) -> None:
     if role not in _ROLES:
         raise fail(config, f"--role must be one of {', '.join(_ROLES)}")
@@ -123,7 +116,7 @@ def workspace_create(ctx: typer.Context, name: str, json_out: JsonFlag = False) 
 
     async def body(client: Client, cfg: Settings) -> int:
         w = await client.create_workspace(name)
-        _print(cfg, json_out, w, f"{w['workspace_id']} {w['name']} (owner)")
+        emit(cfg, json_out, w, f"{w['workspace_id']} {w['name']} (owner)")
         return 0
 
     execute(ctx, body)
@@ -188,7 +181,7 @@ def user_disable(
 
     async def body(client: Client, cfg: Settings) -> int:
         u = await client.disable_user(principal_id)
-        _print(cfg, json_out, u, f"{u['principal_id']} {u['name']} disabled")
+        emit(cfg, json_out, u, f"{u['principal_id']} {u['name']} disabled")
         return 0
 
     execute(ctx, body)
@@ -225,7 +218,7 @@ def admin_grant(
 
     async def body(client: Client, cfg: Settings) -> int:
         u = await client.grant_admin(principal_id)
-        _print(cfg, json_out, u, f"{u['principal_id']} {u['name']} is a server admin")
+        emit(cfg, json_out, u, f"{u['principal_id']} {u['name']} is a server admin")
         return 0
 
     execute(ctx, body)
@@ -241,7 +234,7 @@ def admin_revoke(
 
     async def body(client: Client, cfg: Settings) -> int:
         u = await client.revoke_admin(principal_id)
-        _print(cfg, json_out, u, f"{u['principal_id']} {u['name']} is no longer a server admin")
+        emit(cfg, json_out, u, f"{u['principal_id']} {u['name']} is no longer a server admin")
         return 0
 
     execute(ctx, body)
@@ -281,7 +274,7 @@ def member_add(
 
     async def body(client: Client, cfg: Settings) -> int:
         m = await client.set_member(workspace_id, principal_id, cast(RoleName, role))
-        _print(cfg, json_out, m, f"{m['principal_id']} is {m['role']} in {m['workspace_id']}")
+        emit(cfg, json_out, m, f"{m['principal_id']} is {m['role']} in {m['workspace_id']}")
         return 0
 
     execute(ctx, body)
@@ -339,7 +332,7 @@ def agent_create(
 
     async def body(client: Client, cfg: Settings) -> int:
         a = await client.create_agent_principal(workspace_id, name, cast(RoleName, role))
-        _print(cfg, json_out, a, f"{a['principal_id']} {a['name']} ({role} in {workspace_id})")
+        emit(cfg, json_out, a, f"{a['principal_id']} {a['name']} ({role} in {workspace_id})")
         return 0
 
     execute(ctx, body)
@@ -355,7 +348,7 @@ def agent_disable(
 
     async def body(client: Client, cfg: Settings) -> int:
         a = await client.disable_agent_principal(principal_id)
-        _print(cfg, json_out, a, f"{a['principal_id']} disabled")
+        emit(cfg, json_out, a, f"{a['principal_id']} disabled")
         return 0
 
     execute(ctx, body)
@@ -436,10 +429,10 @@ def token_revoke(
     async def body(client: Client, cfg: Settings) -> int:
         if workspace:
             revoked = await client.revoke_member_token(workspace, token_id)
-            _print(cfg, json_out, revoked, f"{revoked['token_id']} revoked in {workspace}")
+            emit(cfg, json_out, revoked, f"{revoked['token_id']} revoked in {workspace}")
             return 0
         t = await client.revoke_token(token_id)
-        _print(cfg, json_out, t, f"{t['token_id']} revoked")
+        emit(cfg, json_out, t, f"{t['token_id']} revoked")
         return 0
 
     execute(ctx, body)

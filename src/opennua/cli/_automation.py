@@ -8,15 +8,14 @@ secret sealed and never shows it again.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 import typer
 
 from opennua.client import Client
-from opennua.client.responses import ScheduleDoc
+from opennua.client.responses import HookDoc, RunDoc, ScheduleDoc
 
-from ._context import Settings, execute, write_line
+from ._context import Settings, emit, emit_items, execute, write_line
 from ._safe import SafeText
 
 schedule_app = typer.Typer(no_args_is_help=True, help="Cron schedules that start turns.")
@@ -28,13 +27,6 @@ Workspace = Annotated[
 ]
 Deployment = Annotated[str, typer.Option("--deployment", "-d", help="What the turns run.")]
 Prompt = Annotated[str, typer.Option("--prompt", "-p", help="The prompt template.")]
-
-
-def _emit(cfg: Settings, json_out: bool, doc: Mapping[str, Any], text: str) -> None:
-    if json_out:
-        write_line(json.dumps(doc, sort_keys=True))
-    else:
-        cfg.stdout.print(SafeText(text))
 
 
 def _line(s: ScheduleDoc) -> str:
@@ -71,7 +63,7 @@ def schedule_create(
 
     async def body(client: Client, cfg: Settings) -> int:
         doc = await client.create_schedule(payload, workspace_id=workspace or None)
-        _emit(cfg, json_out, doc, f"schedule {doc['schedule_id']} created; {_line(doc)}")
+        emit(cfg, json_out, doc, f"schedule {doc['schedule_id']} created; {_line(doc)}")
         return 0
 
     execute(ctx, body)
@@ -85,14 +77,7 @@ def schedule_list(
 
     async def body(client: Client, cfg: Settings) -> int:
         schedules = await client.schedules(workspace_id=workspace or None)
-        if json_out:
-            for item in schedules:
-                write_line(json.dumps(item, sort_keys=True))
-            return 0
-        if not schedules:
-            cfg.stdout.print("no schedules")
-        for s in schedules:
-            cfg.stdout.print(SafeText(_line(s)))
+        emit_items(cfg, json_out, schedules, _line, empty="no schedules")
         return 0
 
     execute(ctx, body)
@@ -104,7 +89,7 @@ def _schedule_action(
     async def body(client: Client, cfg: Settings) -> int:
         move = client.pause_schedule if action == "pause" else client.resume_schedule
         doc = await move(schedule_id)
-        _emit(cfg, json_out, doc, _line(doc))
+        emit(cfg, json_out, doc, _line(doc))
         return 0
 
     execute(ctx, body)
@@ -145,21 +130,7 @@ def schedule_runs(
 
     async def body(client: Client, cfg: Settings) -> int:
         runs = await client.schedule_runs(schedule_id, limit=limit)
-        if json_out:
-            for run in runs:
-                write_line(json.dumps(run, sort_keys=True))
-            return 0
-        if not runs:
-            cfg.stdout.print("no runs yet")
-        for r in runs:
-            error = r.get("error")
-            why = f" ({error['code']}: {error['message']})" if error else ""
-            cfg.stdout.print(
-                SafeText(
-                    f"{r['fire_time']}  +{r['lag_seconds']:.3f}s  {r['session_id'] or '-'}  "
-                    f"{r['status'] or '?'}{why}"
-                )
-            )
+        emit_items(cfg, json_out, runs, _run_line, empty="no runs yet")
         return 0
 
     execute(ctx, body)
@@ -202,16 +173,7 @@ def hook_list(ctx: typer.Context, workspace: Workspace = None, json_out: JsonFla
 
     async def body(client: Client, cfg: Settings) -> int:
         hooks = await client.hooks(workspace_id=workspace or None)
-        if json_out:
-            for h in hooks:
-                write_line(json.dumps(h, sort_keys=True))
-            return 0
-        if not hooks:
-            cfg.stdout.print("no hooks")
-        for h in hooks:
-            cfg.stdout.print(
-                SafeText(f"{h['hook_id']}  {h['name']:<20} {h['deployment']:<12} {h['url']}")
-            )
+        emit_items(cfg, json_out, hooks, _hook_line, empty="no hooks")
         return 0
 
     execute(ctx, body)
@@ -227,3 +189,16 @@ def hook_delete(ctx: typer.Context, hook_id: str) -> None:
         return 0
 
     execute(ctx, body)
+
+
+def _run_line(r: RunDoc) -> str:
+    error = r.get("error")
+    why = f" ({error['code']}: {error['message']})" if error else ""
+    return (
+        f"{r['fire_time']}  +{r['lag_seconds']:.3f}s  {r['session_id'] or '-'}  "
+        f"{r['status'] or '?'}{why}"
+    )
+
+
+def _hook_line(h: HookDoc) -> str:
+    return f"{h['hook_id']}  {h['name']:<20} {h['deployment']:<12} {h['url']}"

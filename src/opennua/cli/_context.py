@@ -10,13 +10,14 @@ data directory's `token` file. The data directory is `--data`, else `NUA_DATA`, 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import typer
 
@@ -39,6 +40,8 @@ from opennua.client import (
 )
 
 DEFAULT_PORT = 7421  # the port of DEFAULT_URL, where `nua serve` listens by default
+
+T = TypeVar("T")
 
 
 class ExitCode(IntEnum):
@@ -222,3 +225,25 @@ def write_line(text: str) -> None:
     """Machine output (JSON) goes straight to stdout, exact: no wrapping, no markup."""
     sys.stdout.write(json_line(text) + "\n")
     sys.stdout.flush()
+
+
+def emit(cfg: Settings, json_out: bool, doc: Any, line: str) -> None:
+    """`doc` as one JSON line (`--json`), else `line` for a person."""
+    if json_out:
+        write_line(json.dumps(doc, sort_keys=True))
+    else:
+        cfg.stdout.print(SafeText(line))
+
+
+def emit_items(
+    cfg: Settings, json_out: bool, items: Sequence[T], line: Callable[[T], str], *, empty: str
+) -> None:
+    """A JSON line per item (`--json`), else a line per item for a person (`empty` for none)."""
+    if json_out:
+        for item in items:
+            write_line(json.dumps(item, sort_keys=True))
+        return
+    if not items:
+        cfg.stdout.print(empty)
+    for item in items:
+        cfg.stdout.print(SafeText(line(item)))

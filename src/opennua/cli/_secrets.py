@@ -8,15 +8,15 @@ through the API (`cli/_serve.py`: only there does the CLI reach the server's cod
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Annotated
 
 import typer
 
 from opennua.client import Client
+from opennua.client.responses import AuditDoc, SecretDoc
 
-from ._context import Settings, execute, fail, settings, write_line
+from ._context import Settings, emit, emit_items, execute, fail, settings
 from ._safe import SafeText
 
 secret_app = typer.Typer(
@@ -50,10 +50,7 @@ def secret_set(
 
     async def body(client: Client, cfg: Settings) -> int:
         doc = await client.set_secret(name, value, workspace_id=workspace or None)
-        if json_out:
-            write_line(json.dumps(doc, sort_keys=True))
-        else:
-            cfg.stdout.print(SafeText(f"secret {doc['name']} saved"))
+        emit(cfg, json_out, doc, f"secret {doc['name']} saved")
         return 0
 
     execute(ctx, body)
@@ -67,15 +64,7 @@ def secret_list(
 
     async def body(client: Client, cfg: Settings) -> int:
         items = await client.secrets(workspace_id=workspace or None)
-        if json_out:
-            for item in items:
-                write_line(json.dumps(item, sort_keys=True))
-            return 0
-        if not items:
-            cfg.stdout.print("no secrets")
-        for s in items:
-            used = s["last_used_at"] or "never used"
-            cfg.stdout.print(SafeText(f"{s['name']:<24} created {s['created_at']}  {used}"))
+        emit_items(cfg, json_out, items, _secret_line, empty="no secrets")
         return 0
 
     execute(ctx, body)
@@ -109,23 +98,24 @@ def audit(
         items = await client.audit(
             workspace_id=workspace or None, execution_id=execution, limit=limit
         )
-        if json_out:
-            for item in items:
-                write_line(json.dumps(item, sort_keys=True))
-            return 0
-        if not items:
-            cfg.stdout.print("no gateway calls")
-        for a in items:
-            what = f"{a['server']}__{a['tool']}" if a["tool"] else a["server"]
-            if a["kind"] == "egress":  # a connection through the egress proxy
-                where = f"{a['host']}:{a['port']}" if a["port"] is not None else "(no request)"
-                what = f"egress {where} up {a['bytes_up']} B down {a['bytes_down']} B"
-            outcome = a["outcome"] + (f" ({a['code']})" if a["code"] else "")
-            line = (
-                f"{a['at']}  {a['execution_id'] or '-'}  {a['principal_id'] or '-'}  {what}  "
-                f"credential {a['credential'] or '-'}  {outcome}  {a['latency_ms']:.1f} ms"
-            )
-            cfg.stdout.print(SafeText(line))
+        emit_items(cfg, json_out, items, _audit_line, empty="no gateway calls")
         return 0
 
     execute(ctx, body)
+
+
+def _secret_line(s: SecretDoc) -> str:
+    used = s["last_used_at"] or "never used"
+    return f"{s['name']:<24} created {s['created_at']}  {used}"
+
+
+def _audit_line(a: AuditDoc) -> str:
+    what = f"{a['server']}__{a['tool']}" if a["tool"] else a["server"]
+    if a["kind"] == "egress":  # a connection through the egress proxy
+        where = f"{a['host']}:{a['port']}" if a["port"] is not None else "(no request)"
+        what = f"egress {where} up {a['bytes_up']} B down {a['bytes_down']} B"
+    outcome = a["outcome"] + (f" ({a['code']})" if a["code"] else "")
+    return (
+        f"{a['at']}  {a['execution_id'] or '-'}  {a['principal_id'] or '-'}  {what}  "
+        f"credential {a['credential'] or '-'}  {outcome}  {a['latency_ms']:.1f} ms"
+    )

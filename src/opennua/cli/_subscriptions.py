@@ -13,9 +13,9 @@ from typing import Annotated
 import typer
 
 from opennua.client import Client
-from opennua.client.responses import SubscriptionDoc
+from opennua.client.responses import EventDeliveryDoc, SubscriptionDoc
 
-from ._context import Settings, execute, write_line
+from ._context import Settings, emit_items, execute, write_line
 from ._safe import SafeText
 
 subscription_app = typer.Typer(
@@ -84,14 +84,7 @@ def subscription_list(
 
     async def body(client: Client, cfg: Settings) -> int:
         found = await client.subscriptions(workspace_id=workspace or None)
-        if json_out:
-            for s in found:
-                write_line(json.dumps(s, sort_keys=True))
-            return 0
-        if not found:
-            cfg.stdout.print("no subscriptions")
-        for s in found:
-            cfg.stdout.print(SafeText(_line(s)))
+        emit_items(cfg, json_out, found, _line, empty="no subscriptions")
         return 0
 
     execute(ctx, body)
@@ -136,20 +129,7 @@ def subscription_deliveries(
 
     async def body(client: Client, cfg: Settings) -> int:
         found = await client.subscription_deliveries(subscription_id, limit=limit)
-        if json_out:
-            for d in found:
-                write_line(json.dumps(d, sort_keys=True))
-            return 0
-        if not found:
-            cfg.stdout.print("no deliveries")
-        for d in found:
-            last = d["last_error"] or (d["last_status"] and f"HTTP {d['last_status']}") or "-"
-            cfg.stdout.print(
-                SafeText(
-                    f"{d['event_id']}  {d['event_type']:<22} {d['session_id']}#{d['seq']}  "
-                    f"{d['state']:<9} attempts={d['attempts']}  {last}"
-                )
-            )
+        emit_items(cfg, json_out, found, _delivery_line, empty="no deliveries")
         return 0
 
     execute(ctx, body)
@@ -183,3 +163,11 @@ def subscription_replay(
         return 0
 
     execute(ctx, body)
+
+
+def _delivery_line(d: EventDeliveryDoc) -> str:
+    last = d["last_error"] or (d["last_status"] and f"HTTP {d['last_status']}") or "-"
+    return (
+        f"{d['event_id']}  {d['event_type']:<22} {d['session_id']}#{d['seq']}  "
+        f"{d['state']:<9} attempts={d['attempts']}  {last}"
+    )

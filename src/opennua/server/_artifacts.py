@@ -168,15 +168,7 @@ async def retry_artifact(
 async def file_diff(ctx: Context, auth: Reader, session_id: str, change_id: str) -> Response:
     """A file change's whole diff (also one too big to travel in the action: `diff_ref`)."""
     text = await ctx.host.file_diff(session_id, change_id)
-    return Response(
-        text.encode(),
-        media_type="text/plain; charset=utf-8",
-        headers={
-            "Content-Disposition": content_disposition("inline", f"{change_id}.diff"),
-            "Content-Security-Policy": "sandbox",
-            "X-Content-Type-Options": "nosniff",
-        },
-    )
+    return _inline_text(text.encode(), f"{change_id}.diff")
 
 
 @router.get(
@@ -189,11 +181,17 @@ async def file_diff(ctx: Context, auth: Reader, session_id: str, change_id: str)
 )
 async def tool_output(ctx: Context, auth: Reader, session_id: str, tool_call_id: str) -> Response:
     data = await ctx.host.tool_output(session_id, tool_call_id)
+    return _inline_text(data, f"{tool_call_id}.txt")
+
+
+def _inline_text(data: bytes, filename: str) -> Response:
+    """Text a model or a tool wrote, shown inline as text only: never sniffed into
+    something else, and sandboxed should a browser render it."""
     return Response(
         data,
         media_type="text/plain; charset=utf-8",
         headers={
-            "Content-Disposition": content_disposition("inline", f"{tool_call_id}.txt"),
+            "Content-Disposition": content_disposition("inline", filename),
             "Content-Security-Policy": "sandbox",
             "X-Content-Type-Options": "nosniff",
         },

@@ -4,8 +4,6 @@ See docs/store.md for the contract, units of work, group commit and claim orderi
 """
 
 from ._auth import (
-    AnswerFacts,
-    GrantFacts,
     GrantRecord,
     MembershipRecord,
     PrincipalRecord,
@@ -21,7 +19,7 @@ from ._automation import (
     ScheduleRecord,
     SchedulerLease,
 )
-from ._base import MAX_SNAPSHOTS_DUE, Store
+from ._base import Store
 from ._blobs import BlobRef, BlobStore
 from ._blobs_file import FileBlobStore
 from ._errors import (
@@ -48,6 +46,7 @@ from ._executions import (
     Lease,
     LedgerEntry,
 )
+from ._facts import AnswerFacts, GrantFacts
 from ._files import ArtifactRecord
 from ._inputs import InputRequestRecord, Lost, Won
 from ._log import (
@@ -72,17 +71,15 @@ from ._registry import (
     channel_target,
 )
 from ._roles import (
-    AuthStore,
-    AutomationStore,
+    MAX_SNAPSHOTS_DUE,
     ExecutionJournal,
     FileStore,
-    GatewayStore,
     InputStore,
     LogStore,
     RegistryStore,
-    SealedSecretStore,
-    SubscriptionStore,
 )
+from ._roles_access import AuthStore, GatewayStore, SealedSecretStore
+from ._roles_automation import AutomationStore, SubscriptionStore
 from ._secrets import AuditKind, AuditRecord, GatewayFacts, KeyCheck, SealedSecret
 from ._subscriptions import BehindSession, DeliveryState, EventDelivery, SubscriptionRecord
 from ._unit import FencedTransaction, Handle, Transaction

@@ -3,18 +3,16 @@ and execution grants. The store keeps these facts; `opennua.auth` decides with t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
 from ._actions import EncodedAction, action_from_row
 from ._errors import NotFound, WriteConflict
-from ._executions import EXEC_COLS, Execution, execution_from_row, unknown_if_started
-from ._inputs import INPUT_COLS, InputRequestRecord, input_request_from_row
+from ._executions import EXEC_COLS, Execution, unknown_if_started
 from ._json import dumps, loads
 from ._log import append_to_request_session
-from ._sql import Dialect, Effects, Op, Program, Query, Row
+from ._sql import Columns, Dialect, Effects, Op, Program, Query, Where
 
 # -- records -------------------------------------------------------------------------
 
@@ -98,14 +96,11 @@ class UsageRow:
 
 # -- row mapping ---------------------------------------------------------------------
 
-_PRINCIPAL_COLS = (
-    "principal_id, kind, name, workspace_id, created_by, created_at, disabled_at, admin_since"
-)
-_TOKEN_COLS = "token_id, principal_id, secret_hash, name, created_at, expires_at, revoked_at"
-_GRANT_COLS = (
-    "execution_id, principal_id, workspace_id, token_id, snapshot_digest, model, caps, "
-    "expires_at, revoked_at, revoked_reason"
-)
+_WORKSPACE_COLS = Columns(WorkspaceRecord)
+PRINCIPAL_COLS = Columns(PrincipalRecord)
+_MEMBERSHIP_COLS = Columns(MembershipRecord)
+TOKEN_COLS = Columns(TokenRecord)
+GRANT_COLS = Columns(GrantRecord, decode={"caps": loads})
 _USAGE_KINDS = (
     "input_tokens",
     "output_tokens",
@@ -113,46 +108,6 @@ _USAGE_KINDS = (
     "cache_creation_input_tokens",
     "reasoning_output_tokens",
 )
-
-
-def _principal(r: Row) -> PrincipalRecord:
-    return PrincipalRecord(
-        principal_id=r[0],
-        kind=r[1],
-        name=r[2],
-        workspace_id=r[3],
-        created_by=r[4],
-        created_at=r[5],
-        disabled_at=r[6],
-        admin_since=r[7],
-    )
-
-
-def _token(r: Row) -> TokenRecord:
-    return TokenRecord(
-        token_id=r[0],
-        principal_id=r[1],
-        secret_hash=r[2],
-        name=r[3],
-        created_at=r[4],
-        expires_at=r[5],
-        revoked_at=r[6],
-    )
-
-
-def _grant(r: Row) -> GrantRecord:
-    return GrantRecord(
-        execution_id=r[0],
-        principal_id=r[1],
-        workspace_id=r[2],
-        token_id=r[3],
-        snapshot_digest=r[4],
-        model=r[5],
-        caps=loads(r[6]),
-        expires_at=r[7],
-        revoked_at=r[8],
-        revoked_reason=r[9],
-    )
 
 
 # -- writes ----------------------------------------------------------------------------
@@ -165,9 +120,9 @@ class InsertWorkspace(Op):
     def run(self, d: Dialect, fx: Effects) -> Program[WorkspaceRecord]:
         w = self.workspace
         rows = yield Query(
-            "INSERT INTO workspaces (workspace_id, name, created_at) VALUES (?, ?, ?) "
+            f"INSERT INTO workspaces ({_WORKSPACE_COLS}) VALUES ({_WORKSPACE_COLS.marks}) "
             "ON CONFLICT DO NOTHING RETURNING workspace_id",
-            (w.workspace_id, w.name, w.created_at),
+            _WORKSPACE_COLS.values(w),
         )
         if not rows:
             raise WriteConflict("workspace", w.name, "already exists")
@@ -181,18 +136,9 @@ class InsertPrincipal(Op):
     def run(self, d: Dialect, fx: Effects) -> Program[PrincipalRecord]:
         p = self.principal
         rows = yield Query(
-            f"INSERT INTO principals ({_PRINCIPAL_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+            f"INSERT INTO principals ({PRINCIPAL_COLS}) VALUES ({PRINCIPAL_COLS.marks}) "
             "ON CONFLICT DO NOTHING RETURNING principal_id",
-            (
-                p.principal_id,
-                p.kind,
-                p.name,
-                p.workspace_id,
-                p.created_by,
-                p.created_at,
-                p.disabled_at,
-                p.admin_since,
-            ),
+            PRINCIPAL_COLS.values(p),
         )
         if not rows:
             raise WriteConflict("principal", p.name, "already exists")
@@ -222,10 +168,9 @@ class SetMembership(Op):
     def run(self, d: Dialect, fx: Effects) -> Program[MembershipRecord]:
         m = self.membership
         yield Query(
-            "INSERT INTO memberships (workspace_id, principal_id, role, created_at) "
-            "VALUES (?, ?, ?, ?) ON CONFLICT (workspace_id, principal_id) "
-            "DO UPDATE SET role = excluded.role",
-            (m.workspace_id, m.principal_id, m.role, m.created_at),
+            f"INSERT INTO memberships ({_MEMBERSHIP_COLS}) VALUES ({_MEMBERSHIP_COLS.marks}) "
+            "ON CONFLICT (workspace_id, principal_id) DO UPDATE SET role = excluded.role",
+            _MEMBERSHIP_COLS.values(m),
         )
         # A new role may be a lower one: what the principal does there is judged again.
         yield from d.rights_changed(m.principal_id)
@@ -255,17 +200,9 @@ class InsertToken(Op):
     def run(self, d: Dialect, fx: Effects) -> Program[TokenRecord]:
         t = self.token
         rows = yield Query(
-            f"INSERT INTO api_tokens ({_TOKEN_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?) "
+            f"INSERT INTO api_tokens ({TOKEN_COLS}) VALUES ({TOKEN_COLS.marks}) "
             "ON CONFLICT DO NOTHING RETURNING token_id",
-            (
-                t.token_id,
-                t.principal_id,
-                t.secret_hash,
-                t.name,
-                t.created_at,
-                t.expires_at,
-                t.revoked_at,
-            ),
+            TOKEN_COLS.values(t),
         )
         if not rows:
             raise WriteConflict("token", t.token_id, "already exists")
@@ -371,20 +308,9 @@ class PutGrant(Op):
     def run(self, d: Dialect, fx: Effects) -> Program[GrantRecord]:
         g = self.grant
         yield Query(
-            f"INSERT INTO execution_grants ({_GRANT_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            f"INSERT INTO execution_grants ({GRANT_COLS}) VALUES ({GRANT_COLS.marks}) "
             "ON CONFLICT (execution_id) DO NOTHING",
-            (
-                g.execution_id,
-                g.principal_id,
-                g.workspace_id,
-                g.token_id,
-                g.snapshot_digest,
-                g.model,
-                None if g.caps is None else dumps(g.caps, "a grant's caps"),
-                g.expires_at,
-                g.revoked_at,
-                g.revoked_reason,
-            ),
+            GRANT_COLS.values(g, caps=None if g.caps is None else dumps(g.caps, "a grant's caps")),
         )
         return g
 
@@ -448,7 +374,7 @@ class EndUnowned(Op):
         )
         if not rows:
             return None
-        ended = execution_from_row(rows[0])
+        ended = EXEC_COLS.read(rows[0])
         yield Query(
             "UPDATE input_requests SET status = ?, resolved_at = ? "
             "WHERE execution_id = ? AND status = 'open'",
@@ -464,225 +390,84 @@ class EndUnowned(Op):
 
 def get_workspace(workspace_id: str) -> Program[WorkspaceRecord]:
     rows = yield Query(
-        "SELECT workspace_id, name, created_at FROM workspaces WHERE workspace_id = ?",
-        (workspace_id,),
+        f"SELECT {_WORKSPACE_COLS} FROM workspaces WHERE workspace_id = ?", (workspace_id,)
     )
-    if not rows:
-        raise NotFound("workspace", workspace_id)
-    return WorkspaceRecord(workspace_id=rows[0][0], name=rows[0][1], created_at=rows[0][2])
+    return _WORKSPACE_COLS.one(rows, "workspace", workspace_id)
 
 
 def list_workspaces() -> Program[list[WorkspaceRecord]]:
-    rows = yield Query("SELECT workspace_id, name, created_at FROM workspaces ORDER BY created_at")
-    return [WorkspaceRecord(workspace_id=r[0], name=r[1], created_at=r[2]) for r in rows]
+    rows = yield Query(f"SELECT {_WORKSPACE_COLS} FROM workspaces ORDER BY created_at")
+    return [_WORKSPACE_COLS.read(r) for r in rows]
 
 
 def get_principal(principal_id: str) -> Program[PrincipalRecord]:
     rows = yield Query(
-        f"SELECT {_PRINCIPAL_COLS} FROM principals WHERE principal_id = ?", (principal_id,)
+        f"SELECT {PRINCIPAL_COLS} FROM principals WHERE principal_id = ?", (principal_id,)
     )
-    if not rows:
-        raise NotFound("principal", principal_id)
-    return _principal(rows[0])
+    return PRINCIPAL_COLS.one(rows, "principal", principal_id)
 
 
 def list_principals(kind: str | None) -> Program[list[PrincipalRecord]]:
     where, params = ("WHERE kind = ? ", (kind,)) if kind else ("", ())
     rows = yield Query(
-        f"SELECT {_PRINCIPAL_COLS} FROM principals {where}ORDER BY created_at, principal_id",
+        f"SELECT {PRINCIPAL_COLS} FROM principals {where}ORDER BY created_at, principal_id",
         params,
     )
-    return [_principal(r) for r in rows]
+    return [PRINCIPAL_COLS.read(r) for r in rows]
 
 
 def list_memberships(
     workspace_id: str | None, principal_id: str | None, opened_by: str | None = None
 ) -> Program[list[MembershipRecord]]:
-    where: list[str] = []
-    params: list[Any] = []
-    if workspace_id is not None:
-        where.append("workspace_id = ?")
-        params.append(workspace_id)
-    if principal_id is not None:
-        where.append("principal_id = ?")
-        params.append(principal_id)
+    where = Where()
+    where.equal("workspace_id", workspace_id)
+    where.equal("principal_id", principal_id)
     if opened_by is not None:
-        where.append(
+        where.add(
             "NOT EXISTS (SELECT 1 FROM token_workspace_revocations r WHERE r.token_id = ? "
-            "AND r.workspace_id = memberships.workspace_id)"
+            "AND r.workspace_id = memberships.workspace_id)",
+            opened_by,
         )
-        params.append(opened_by)
-    clause = f"WHERE {' AND '.join(where)} " if where else ""
     rows = yield Query(
-        "SELECT workspace_id, principal_id, role, created_at FROM memberships "
-        f"{clause}ORDER BY created_at, workspace_id, principal_id",
-        params,
+        f"SELECT {_MEMBERSHIP_COLS} FROM memberships "
+        f"{where}ORDER BY created_at, workspace_id, principal_id",
+        where.params,
     )
-    return [
-        MembershipRecord(workspace_id=r[0], principal_id=r[1], role=r[2], created_at=r[3])
-        for r in rows
-    ]
+    return [_MEMBERSHIP_COLS.read(r) for r in rows]
 
 
 def get_token(token_id: str) -> Program[TokenRecord]:
-    rows = yield Query(f"SELECT {_TOKEN_COLS} FROM api_tokens WHERE token_id = ?", (token_id,))
-    if not rows:
-        raise NotFound("token", token_id)
-    return _token(rows[0])
+    rows = yield Query(f"SELECT {TOKEN_COLS} FROM api_tokens WHERE token_id = ?", (token_id,))
+    return TOKEN_COLS.one(rows, "token", token_id)
 
 
 def workspace_tokens(workspace_id: str) -> Program[list[tuple[TokenRecord, float | None]]]:
     """The tokens of a workspace's members, each with when it was revoked for this
     workspace (None: it still opens it)."""
     rows = yield Query(
-        f"SELECT {_cols('t', _TOKEN_COLS)}, r.revoked_at FROM api_tokens t "
+        f"SELECT {TOKEN_COLS.of('t')}, r.revoked_at FROM api_tokens t "
         "JOIN memberships m ON m.principal_id = t.principal_id "
         "LEFT JOIN token_workspace_revocations r ON r.token_id = t.token_id "
         "AND r.workspace_id = m.workspace_id WHERE m.workspace_id = ? "
         "ORDER BY t.created_at, t.token_id",
         (workspace_id,),
     )
-    return [(_token(r[:-1]), r[-1]) for r in rows]
+    return [(TOKEN_COLS.read(r[:-1]), r[-1]) for r in rows]
 
 
 def list_tokens(principal_id: str) -> Program[list[TokenRecord]]:
     rows = yield Query(
-        f"SELECT {_TOKEN_COLS} FROM api_tokens WHERE principal_id = ? ORDER BY created_at",
+        f"SELECT {TOKEN_COLS} FROM api_tokens WHERE principal_id = ? ORDER BY created_at",
         (principal_id,),
     )
-    return [_token(r) for r in rows]
+    return [TOKEN_COLS.read(r) for r in rows]
 
 
 def get_grant(execution_id: str) -> Program[GrantRecord | None]:
     rows = yield Query(
-        f"SELECT {_GRANT_COLS} FROM execution_grants WHERE execution_id = ?", (execution_id,)
+        f"SELECT {GRANT_COLS} FROM execution_grants WHERE execution_id = ?", (execution_id,)
     )
-    return _grant(rows[0]) if rows else None
-
-
-#: An execution's grant with the facts it is judged by: its principal, their role in the
-#: grant's workspace, the token it came with (None where that row is gone).
-GrantFacts = tuple[GrantRecord, PrincipalRecord | None, str | None, TokenRecord | None]
-
-
-def _cols(alias: str, cols: str) -> str:
-    return ", ".join(f"{alias}.{c}" for c in cols.split(", "))
-
-
-# A grant `g` with its facts: the select list and the joins that feed it. A token revoked
-# for the grant's workspace only (`r`) is, for this grant, a revoked token.
-_GRANT_FACT_COLS = f"{_cols('g', _GRANT_COLS)}, {_cols('p', _PRINCIPAL_COLS)}, m.role, " + _cols(
-    "t", _TOKEN_COLS
-).replace("t.revoked_at", "COALESCE(t.revoked_at, r.revoked_at)")
-_GRANT_FACT_JOINS = (
-    "LEFT JOIN principals p ON p.principal_id = g.principal_id "
-    "LEFT JOIN memberships m ON m.workspace_id = g.workspace_id "
-    "AND m.principal_id = g.principal_id "
-    "LEFT JOIN api_tokens t ON t.token_id = g.token_id "
-    "LEFT JOIN token_workspace_revocations r ON r.token_id = g.token_id "
-    "AND r.workspace_id = g.workspace_id "
-)
-_G, _P, _T = (len(cols.split(", ")) for cols in (_GRANT_COLS, _PRINCIPAL_COLS, _TOKEN_COLS))
-_GRANT_FACT_N = _G + _P + 1 + _T
-
-
-def _grant_facts(r: Row) -> GrantFacts | None:
-    g, p, role, t = r[:_G], r[_G : _G + _P], r[_G + _P], r[_G + _P + 1 : _G + _P + 1 + _T]
-    if g[0] is None:
-        return None
-    return (
-        _grant(g),
-        _principal(p) if p[0] is not None else None,
-        role,
-        _token(t) if t[0] is not None else None,
-    )
-
-
-def grant_facts(execution_id: str) -> Program[GrantFacts | None]:
-    """An execution's grant with the facts it is checked against, in one query: it runs
-    at every heartbeat."""
-    rows = yield Query(
-        f"SELECT {_GRANT_FACT_COLS} FROM execution_grants g {_GRANT_FACT_JOINS}"
-        "WHERE g.execution_id = ?",
-        (execution_id,),
-    )
-    return _grant_facts(rows[0]) if rows else None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AnswerFacts:
-    """What accepting an answer reads: the input request, its execution, and the
-    execution's grant with its facts (None: no grant)."""
-
-    request: InputRequestRecord
-    execution: Execution
-    grant: GrantFacts | None
-
-
-_INPUT_N = len(INPUT_COLS.split(", "))
-_EXEC_N = len(EXEC_COLS.split(", "))
-
-
-def answer_facts(request_id: str) -> Program[AnswerFacts]:
-    """In one query (one round trip on either backend): an answer is checked against
-    all of it at the moment it is accepted."""
-    rows = yield Query(
-        f"SELECT {_cols('i', INPUT_COLS)}, {_cols('e', EXEC_COLS)}, {_GRANT_FACT_COLS} "
-        "FROM input_requests i "
-        "LEFT JOIN executions e ON e.execution_id = i.execution_id "
-        "LEFT JOIN execution_grants g ON g.execution_id = i.execution_id "
-        f"{_GRANT_FACT_JOINS}WHERE i.request_id = ?",
-        (request_id,),
-    )
-    if not rows:
-        raise NotFound("input request", request_id)
-    r = rows[0]
-    request = input_request_from_row(r[:_INPUT_N])
-    e = r[_INPUT_N : _INPUT_N + _EXEC_N]
-    if e[0] is None:
-        raise NotFound("execution", request.execution_id)
-    return AnswerFacts(
-        request=request,
-        execution=execution_from_row(e),
-        grant=_grant_facts(r[_INPUT_N + _EXEC_N :]),
-    )
-
-
-#: Columns of `execution_facts_sql` before the caller's own.
-EXECUTION_FACTS_N = _EXEC_N + _GRANT_FACT_N
-
-
-def execution_facts_sql(more_cols: str = "", more_joins: str = "") -> str:
-    """One statement for an execution `e` with its grant `g` and the grant's facts, plus
-    the caller's columns and joins (their parameters come before the execution id)."""
-    return (
-        f"SELECT {_cols('e', EXEC_COLS)}, {_GRANT_FACT_COLS}{more_cols} FROM executions e "
-        "LEFT JOIN execution_grants g ON g.execution_id = e.execution_id "
-        f"{_GRANT_FACT_JOINS}{more_joins}WHERE e.execution_id = ?"
-    )
-
-
-def execution_facts_from_row(r: Row) -> tuple[Execution, GrantFacts | None]:
-    return execution_from_row(r[:_EXEC_N]), _grant_facts(r[_EXEC_N:EXECUTION_FACTS_N])
-
-
-def unowned_with_grants(
-    principal_ids: Sequence[str],
-) -> Program[list[tuple[Execution, GrantFacts | None]]]:
-    """The queued or parked executions nobody runs whose live grant is one of these
-    principals', each with its grant's facts: what a change of their rights may end."""
-    if not principal_ids:
-        return []
-    marks = ",".join("?" * len(principal_ids))
-    rows = yield Query(
-        f"SELECT {_cols('e', EXEC_COLS)}, {_GRANT_FACT_COLS} FROM executions e "
-        "JOIN execution_grants g ON g.execution_id = e.execution_id "
-        f"{_GRANT_FACT_JOINS}WHERE e.status IN ('queued', 'waiting_input') "
-        f"AND e.owner IS NULL AND g.revoked_at IS NULL AND g.principal_id IN ({marks}) "
-        "ORDER BY e.execution_id",
-        list(principal_ids),
-    )
-    return [execution_facts_from_row(r) for r in rows]
+    return GRANT_COLS.read(rows[0]) if rows else None
 
 
 def usage_rows(workspace_ids: list[str], since: float | None) -> Program[list[UsageRow]]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ._errors import Fenced, NotFound, WriteConflict
-from ._sql import Dialect, Effects, Op, Program, Query, Row
+from ._sql import Columns, Dialect, Effects, Op, Program, Query
 
 SCHEDULER_LEASE = "scheduler"
 
@@ -104,78 +104,12 @@ class SchedulerLease:
 
 # -- row mapping ---------------------------------------------------------------------------
 
-_SCHEDULE_COLS = (
-    "schedule_id, workspace_id, name, cron, timezone, deployment, prompt, misfire, "
-    "created_by, created_at, session_id, paused, next_fire_at"
-)
-_FIRE_COLS = (
-    "schedule_id, fire_at, fired_at, session_id, turn_id, execution_id, scheduler_id, epoch, "
-    "refused_code, refused_detail"
-)
-_HOOK_COLS = (
-    "hook_id, workspace_id, name, deployment, prompt, secret_name, max_bytes, created_by, "
-    "created_at"
-)
-_DELIVERY_COLS = "hook_id, delivery_id, body_sha256, received_at, session_id, turn_id, execution_id"
-
-
-def _schedule(r: Row) -> ScheduleRecord:
-    return ScheduleRecord(
-        schedule_id=r[0],
-        workspace_id=r[1],
-        name=r[2],
-        cron=r[3],
-        timezone=r[4],
-        deployment=r[5],
-        prompt=r[6],
-        misfire=r[7],
-        created_by=r[8],
-        created_at=r[9],
-        session_id=r[10],
-        paused=bool(r[11]),
-        next_fire_at=r[12],
-    )
-
-
-def _fire(r: Row) -> FireRecord:
-    return FireRecord(
-        schedule_id=r[0],
-        fire_at=r[1],
-        fired_at=r[2],
-        session_id=r[3],
-        turn_id=r[4],
-        execution_id=r[5],
-        scheduler_id=r[6],
-        epoch=r[7],
-        refused_code=r[8],
-        refused_detail=r[9],
-    )
-
-
-def _hook(r: Row) -> HookRecord:
-    return HookRecord(
-        hook_id=r[0],
-        workspace_id=r[1],
-        name=r[2],
-        deployment=r[3],
-        prompt=r[4],
-        secret_name=r[5],
-        max_bytes=r[6],
-        created_by=r[7],
-        created_at=r[8],
-    )
-
-
-def _delivery(r: Row) -> DeliveryRecord:
-    return DeliveryRecord(
-        hook_id=r[0],
-        delivery_id=r[1],
-        body_sha256=r[2],
-        received_at=r[3],
-        session_id=r[4],
-        turn_id=r[5],
-        execution_id=r[6],
-    )
+_SCHEDULE_COLS = Columns(ScheduleRecord, decode={"paused": bool})
+_FIRE_COLS = Columns(FireRecord)
+_HOOK_COLS = Columns(HookRecord)
+_DELIVERY_COLS = Columns(DeliveryRecord)
+_REFUSAL_COLS = Columns(RefusalRecord)
+_LEASE_COLS = Columns(SchedulerLease)
 
 
 # -- schedules -----------------------------------------------------------------------------
@@ -188,13 +122,10 @@ class InsertSchedule(Op):
     def run(self, d: Dialect, fx: Effects) -> Program[ScheduleRecord]:
         s = self.schedule
         rows = yield Query(
-            f"INSERT INTO schedules ({_SCHEDULE_COLS}) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING "
-            "RETURNING schedule_id",
-            (s.schedule_id, s.workspace_id, s.name, s.cron, s.timezone, s.deployment, s.prompt,
-             s.misfire, s.created_by, s.created_at, s.session_id, int(s.paused),
-             s.next_fire_at),
-        )  # fmt: skip
+            f"INSERT INTO schedules ({_SCHEDULE_COLS}) VALUES ({_SCHEDULE_COLS.marks}) "
+            "ON CONFLICT DO NOTHING RETURNING schedule_id",
+            _SCHEDULE_COLS.values(s, paused=int(s.paused)),
+        )
         if not rows:
             raise WriteConflict("schedule", s.name, "already exists in this workspace")
         return s
@@ -279,11 +210,10 @@ class InsertFire(Op):
     def run(self, d: Dialect, fx: Effects) -> Program[FireRecord]:
         f = self.fire
         rows = yield Query(
-            f"INSERT INTO schedule_fires ({_FIRE_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            f"INSERT INTO schedule_fires ({_FIRE_COLS}) VALUES ({_FIRE_COLS.marks}) "
             "ON CONFLICT DO NOTHING RETURNING schedule_id",
-            (f.schedule_id, f.fire_at, f.fired_at, f.session_id, f.turn_id, f.execution_id,
-             f.scheduler_id, f.epoch, f.refused_code, f.refused_detail),
-        )  # fmt: skip
+            _FIRE_COLS.values(f),
+        )
         if not rows:
             raise WriteConflict("schedule fire", f"{f.schedule_id}@{f.fire_at}", "already fired")
         return f
@@ -341,9 +271,7 @@ def get_schedule(schedule_id: str) -> Program[ScheduleRecord]:
     rows = yield Query(
         f"SELECT {_SCHEDULE_COLS} FROM schedules WHERE schedule_id = ?", (schedule_id,)
     )
-    if not rows:
-        raise NotFound("schedule", schedule_id)
-    return _schedule(rows[0])
+    return _SCHEDULE_COLS.one(rows, "schedule", schedule_id)
 
 
 def list_schedules(workspace_id: str | None) -> Program[list[ScheduleRecord]]:
@@ -354,7 +282,7 @@ def list_schedules(workspace_id: str | None) -> Program[list[ScheduleRecord]]:
             f"SELECT {_SCHEDULE_COLS} FROM schedules WHERE workspace_id = ? ORDER BY name",
             (workspace_id,),
         )
-    return [_schedule(r) for r in rows]
+    return [_SCHEDULE_COLS.read(r) for r in rows]
 
 
 def due_schedules(now: float, limit: int) -> Program[list[ScheduleRecord]]:
@@ -363,7 +291,7 @@ def due_schedules(now: float, limit: int) -> Program[list[ScheduleRecord]]:
         "ORDER BY next_fire_at LIMIT ?",
         (now, limit),
     )
-    return [_schedule(r) for r in rows]
+    return [_SCHEDULE_COLS.read(r) for r in rows]
 
 
 def list_fires(schedule_id: str, limit: int) -> Program[list[FireRecord]]:
@@ -373,16 +301,14 @@ def list_fires(schedule_id: str, limit: int) -> Program[list[FireRecord]]:
         "ORDER BY fire_at DESC LIMIT ?",
         (schedule_id, limit),
     )
-    return [_fire(r) for r in rows]
+    return [_FIRE_COLS.read(r) for r in rows]
 
 
 def get_scheduler_lease() -> Program[SchedulerLease | None]:
     rows = yield Query(
-        "SELECT owner, epoch, expires_at FROM scheduler_leases WHERE name = ?", (SCHEDULER_LEASE,)
+        f"SELECT {_LEASE_COLS} FROM scheduler_leases WHERE name = ?", (SCHEDULER_LEASE,)
     )
-    if not rows:
-        return None
-    return SchedulerLease(owner=rows[0][0], epoch=rows[0][1], expires_at=rows[0][2])
+    return _LEASE_COLS.read(rows[0]) if rows else None
 
 
 # -- webhooks ------------------------------------------------------------------------------
@@ -395,11 +321,10 @@ class InsertHook(Op):
     def run(self, d: Dialect, fx: Effects) -> Program[HookRecord]:
         h = self.hook
         rows = yield Query(
-            f"INSERT INTO hooks ({_HOOK_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            f"INSERT INTO hooks ({_HOOK_COLS}) VALUES ({_HOOK_COLS.marks}) "
             "ON CONFLICT DO NOTHING RETURNING hook_id",
-            (h.hook_id, h.workspace_id, h.name, h.deployment, h.prompt, h.secret_name,
-             h.max_bytes, h.created_by, h.created_at),
-        )  # fmt: skip
+            _HOOK_COLS.values(h),
+        )
         if not rows:
             raise WriteConflict("hook", h.name, "already exists in this workspace")
         return h
@@ -425,9 +350,8 @@ class InsertRefusal(Op):
     def run(self, d: Dialect, fx: Effects) -> Program[None]:
         r = self.refusal
         yield Query(
-            "INSERT INTO hook_refusals (hook_id, refused_at, code, delivery_id, body_bytes) "
-            "VALUES (?, ?, ?, ?, ?)",
-            (r.hook_id, r.refused_at, r.code, r.delivery_id, r.body_bytes),
+            f"INSERT INTO hook_refusals ({_REFUSAL_COLS}) VALUES ({_REFUSAL_COLS.marks})",
+            _REFUSAL_COLS.values(r),
         )
         # Fewer than MAX_REFUSALS rows: the bound is NULL and nothing goes.
         yield Query(
@@ -446,11 +370,10 @@ class InsertDelivery(Op):
     def run(self, d: Dialect, fx: Effects) -> Program[DeliveryRecord]:
         v = self.delivery
         rows = yield Query(
-            f"INSERT INTO hook_deliveries ({_DELIVERY_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?) "
+            f"INSERT INTO hook_deliveries ({_DELIVERY_COLS}) VALUES ({_DELIVERY_COLS.marks}) "
             "ON CONFLICT DO NOTHING RETURNING hook_id",
-            (v.hook_id, v.delivery_id, v.body_sha256, v.received_at, v.session_id, v.turn_id,
-             v.execution_id),
-        )  # fmt: skip
+            _DELIVERY_COLS.values(v),
+        )
         if not rows:
             raise WriteConflict("hook delivery", f"{v.hook_id}/{v.delivery_id}", "already accepted")
         return v
@@ -458,9 +381,7 @@ class InsertDelivery(Op):
 
 def get_hook(hook_id: str) -> Program[HookRecord]:
     rows = yield Query(f"SELECT {_HOOK_COLS} FROM hooks WHERE hook_id = ?", (hook_id,))
-    if not rows:
-        raise NotFound("hook", hook_id)
-    return _hook(rows[0])
+    return _HOOK_COLS.one(rows, "hook", hook_id)
 
 
 def list_hooks(workspace_id: str | None) -> Program[list[HookRecord]]:
@@ -471,7 +392,7 @@ def list_hooks(workspace_id: str | None) -> Program[list[HookRecord]]:
             f"SELECT {_HOOK_COLS} FROM hooks WHERE workspace_id = ? ORDER BY name",
             (workspace_id,),
         )
-    return [_hook(r) for r in rows]
+    return [_HOOK_COLS.read(r) for r in rows]
 
 
 def get_delivery(hook_id: str, delivery_id: str) -> Program[DeliveryRecord | None]:
@@ -479,7 +400,7 @@ def get_delivery(hook_id: str, delivery_id: str) -> Program[DeliveryRecord | Non
         f"SELECT {_DELIVERY_COLS} FROM hook_deliveries WHERE hook_id = ? AND delivery_id = ?",
         (hook_id, delivery_id),
     )
-    return _delivery(rows[0]) if rows else None
+    return _DELIVERY_COLS.read(rows[0]) if rows else None
 
 
 def list_deliveries(hook_id: str, limit: int) -> Program[list[DeliveryRecord]]:
@@ -489,17 +410,14 @@ def list_deliveries(hook_id: str, limit: int) -> Program[list[DeliveryRecord]]:
         "ORDER BY received_at DESC LIMIT ?",
         (hook_id, limit),
     )
-    return [_delivery(r) for r in rows]
+    return [_DELIVERY_COLS.read(r) for r in rows]
 
 
 def list_refusals(hook_id: str, limit: int) -> Program[list[RefusalRecord]]:
     """Newest first."""
     rows = yield Query(
-        "SELECT hook_id, refused_at, code, delivery_id, body_bytes FROM hook_refusals "
+        f"SELECT {_REFUSAL_COLS} FROM hook_refusals "
         "WHERE hook_id = ? ORDER BY refused_at DESC LIMIT ?",
         (hook_id, limit),
     )
-    return [
-        RefusalRecord(hook_id=r[0], refused_at=r[1], code=r[2], delivery_id=r[3], body_bytes=r[4])
-        for r in rows
-    ]
+    return [_REFUSAL_COLS.read(r) for r in rows]

@@ -11,11 +11,12 @@ machine of a scale-out) and S3-compatible object storage (``_blobs_s3``).
 from __future__ import annotations
 
 import abc
+import hashlib
 import re
 from collections.abc import AsyncIterable, Iterable
 from dataclasses import dataclass
 
-from ._errors import InvalidInput
+from ._errors import BlobCorrupted, InvalidInput
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
@@ -53,6 +54,14 @@ class BlobStore(abc.ABC):
 
     async def close(self) -> None:  # noqa: B027 - most backends hold nothing of their own
         """Release what the backend holds (connections, clients). Idempotent."""
+
+
+def verified(sha256: str, data: bytes) -> bytes:
+    """``data`` as read, if it hashes to ``sha256``; else :class:`BlobCorrupted`."""
+    actual = hashlib.sha256(data).hexdigest()
+    if actual != sha256:
+        raise BlobCorrupted(sha256, actual)
+    return data
 
 
 def checked_sha256(sha256: str) -> str:

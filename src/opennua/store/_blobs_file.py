@@ -20,8 +20,8 @@ from collections.abc import AsyncIterable, Iterable
 from pathlib import Path
 from typing import IO
 
-from ._blobs import BlobRef, BlobStore, checked_sha256
-from ._errors import BlobCorrupted, NotFound, Unavailable
+from ._blobs import BlobRef, BlobStore, checked_sha256, verified
+from ._errors import NotFound, Unavailable
 
 
 class FileBlobStore(BlobStore):
@@ -57,10 +57,7 @@ class FileBlobStore(BlobStore):
             data = self.path(sha256).read_bytes()
         except FileNotFoundError as exc:
             raise NotFound("blob", sha256) from exc
-        actual = hashlib.sha256(data).hexdigest()
-        if actual != sha256:
-            raise BlobCorrupted(sha256, actual)
-        return data
+        return verified(sha256, data)
 
     async def put(self, data: bytes) -> BlobRef:
         return await asyncio.to_thread(self.put_bytes, data)

@@ -18,8 +18,8 @@ from typing import Any
 import psycopg
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from ._blobs import CHUNK, BlobRef, BlobStore, checked_sha256, iterate
-from ._errors import BlobCorrupted, NotFound, Unavailable
+from ._blobs import CHUNK, BlobRef, BlobStore, checked_sha256, iterate, verified
+from ._errors import NotFound, Unavailable
 
 
 class PostgresBlobStore(BlobStore):
@@ -84,10 +84,7 @@ class PostgresBlobStore(BlobStore):
                 "SELECT data FROM blob_chunks WHERE blob = %s ORDER BY idx", (sha256,), binary=True
             )
             data = b"".join(bytes(row[0]) for row in await cur.fetchall())
-        actual = hashlib.sha256(data).hexdigest()
-        if actual != sha256:
-            raise BlobCorrupted(sha256, actual)
-        return data
+        return verified(sha256, data)
 
     async def exists(self, sha256: str) -> bool:
         checked_sha256(sha256)

@@ -18,8 +18,8 @@ from collections.abc import AsyncIterable, Callable, Iterable
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from ._blobs import BlobRef, BlobStore, checked_sha256, iterate
-from ._errors import BlobCorrupted, InvalidInput, NotFound, Unavailable
+from ._blobs import BlobRef, BlobStore, checked_sha256, iterate, verified
+from ._errors import InvalidInput, NotFound, Unavailable
 
 _SPOOL_IN_MEMORY = 8 << 20
 
@@ -98,10 +98,7 @@ class S3BlobStore(BlobStore):
         except NotFound as exc:
             raise NotFound("blob", sha256) from exc
         data: bytes = await asyncio.to_thread(response["Body"].read)
-        actual = hashlib.sha256(data).hexdigest()
-        if actual != sha256:
-            raise BlobCorrupted(sha256, actual)
-        return data
+        return verified(sha256, data)
 
     async def exists(self, sha256: str) -> bool:
         checked_sha256(sha256)

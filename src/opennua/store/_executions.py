@@ -11,7 +11,7 @@ from ._actions import encode_actions
 from ._errors import Fenced, NotFound, SessionBusy, StoreError, WriteConflict
 from ._json import dumps, loads
 from ._log import Append
-from ._sql import CHECKED_RECORDS, Dialect, Effects, Op, Program, Query, Row, new_id
+from ._sql import CHECKED_RECORDS, Columns, Dialect, Effects, Op, Program, Query, new_id
 
 # -- records -------------------------------------------------------------------------
 
@@ -133,37 +133,20 @@ CHECKED_RECORDS.add(Execution)
 ACTIVE_SQL = "(" + ", ".join(f"'{status}'" for status in ACTIVE_STATUSES) + ")"
 
 
-EXEC_COLS = (
-    "execution_id, session_id, turn_id, status, created_at, principal_id, trigger, input, "
-    "retry_of, snapshot_digest, deadline_at, owner, epoch, attempt, lease_expires_at, "
-    "cancel_requested, result, error, finished_at, trace_context, client_tools"
+EXEC_COLS = Columns(
+    Execution,
+    decode={
+        "trigger": loads,
+        "input": loads,
+        "cancel_requested": bool,
+        "result": loads,
+        "error": loads,
+        "trace_context": loads,
+        "client_tools": loads,
+    },
 )
-
-
-def execution_from_row(r: Row) -> Execution:
-    return Execution(
-        execution_id=r[0],
-        session_id=r[1],
-        turn_id=r[2],
-        status=r[3],
-        created_at=r[4],
-        principal_id=r[5],
-        trigger=loads(r[6]),
-        input=loads(r[7]),
-        retry_of=r[8],
-        snapshot_digest=r[9],
-        deadline_at=r[10],
-        owner=r[11],
-        epoch=r[12],
-        attempt=r[13],
-        lease_expires_at=r[14],
-        cancel_requested=bool(r[15]),
-        result=loads(r[16]),
-        error=loads(r[17]),
-        finished_at=r[18],
-        trace_context=loads(r[19]),
-        client_tools=loads(r[20]),
-    )
+_ATTEMPT_COLS = Columns(AttemptRecord)
+_LEDGER_COLS = Columns(LedgerEntry, decode={"result": loads})
 
 
 # -- writes --------------------------------------------------------------------------
@@ -268,21 +251,20 @@ class Claim(Op):
             f"RETURNING {EXEC_COLS}",
             (self.supervisor_id, self.now + self.ttl, rows[0][0]),
         )
-        execution = execution_from_row(rows[0])
-        attempt_id = self.attempt_id or new_id("att", self.now)
-        yield Query(
-            "INSERT INTO attempts (attempt_id, execution_id, attempt, epoch, supervisor_id, "
-            "claimed_at) VALUES (?, ?, ?, ?, ?, ?)",
-            (
-                attempt_id,
-                execution.execution_id,
-                execution.attempt,
-                execution.epoch,
-                self.supervisor_id,
-                self.now,
-            ),
+        execution = EXEC_COLS.read(rows[0])
+        attempt = AttemptRecord(
+            attempt_id=self.attempt_id or new_id("att", self.now),
+            execution_id=execution.execution_id,
+            attempt=execution.attempt,
+            epoch=execution.epoch,
+            supervisor_id=self.supervisor_id,
+            claimed_at=self.now,
         )
-        return Claimed(execution, execution.epoch, execution.attempt, attempt_id)
+        yield Query(
+            f"INSERT INTO attempts ({_ATTEMPT_COLS}) VALUES ({_ATTEMPT_COLS.marks})",
+            _ATTEMPT_COLS.values(attempt),
+        )
+        return Claimed(execution, execution.epoch, execution.attempt, attempt.attempt_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -333,9 +315,7 @@ class RequestCancel(Op):
             f"WHERE execution_id = ? RETURNING {EXEC_COLS}",
             (self.execution_id,),
         )
-        if not rows:
-            raise NotFound("execution", self.execution_id)
-        return execution_from_row(rows[0])
+        return EXEC_COLS.one(rows, "execution", self.execution_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -401,7 +381,7 @@ class SweepDeadlines(Op):
             f"RETURNING {EXEC_COLS}",
             (self.now, self.now, self.now),
         )
-        ended = sorted((execution_from_row(r) for r in rows), key=lambda e: e.created_at)
+        ended = sorted((EXEC_COLS.read(r) for r in rows), key=lambda e: e.created_at)
         if not ended:
             return []
         where, params = d.in_("execution_id", [e.execution_id for e in ended])
@@ -563,9 +543,7 @@ def get_execution(execution_id: str) -> Program[Execution]:
     rows = yield Query(
         f"SELECT {EXEC_COLS} FROM executions WHERE execution_id = ?", (execution_id,)
     )
-    if not rows:
-        raise NotFound("execution", execution_id)
-    return execution_from_row(rows[0])
+    return EXEC_COLS.one(rows, "execution", execution_id)
 
 
 def list_executions(session_id: str, active: bool) -> Program[list[Execution]]:
@@ -576,26 +554,15 @@ def list_executions(session_id: str, active: bool) -> Program[list[Execution]]:
         f"SELECT {EXEC_COLS} FROM executions WHERE session_id = ?{where} ORDER BY pos",
         (session_id,),
     )
-    return [execution_from_row(r) for r in rows]
+    return [EXEC_COLS.read(r) for r in rows]
 
 
 def list_attempts(execution_id: str) -> Program[list[AttemptRecord]]:
     rows = yield Query(
-        "SELECT attempt_id, execution_id, attempt, epoch, supervisor_id, claimed_at "
-        "FROM attempts WHERE execution_id = ? ORDER BY attempt",
+        f"SELECT {_ATTEMPT_COLS} FROM attempts WHERE execution_id = ? ORDER BY attempt",
         (execution_id,),
     )
-    return [
-        AttemptRecord(
-            attempt_id=r[0],
-            execution_id=r[1],
-            attempt=r[2],
-            epoch=r[3],
-            supervisor_id=r[4],
-            claimed_at=r[5],
-        )
-        for r in rows
-    ]
+    return [_ATTEMPT_COLS.read(r) for r in rows]
 
 
 def load_checkpoint(execution_id: str) -> Program[Checkpoint]:
@@ -615,18 +582,7 @@ def load_checkpoint(execution_id: str) -> Program[Checkpoint]:
 
 def get_ledger(execution_id: str) -> Program[list[LedgerEntry]]:
     rows = yield Query(
-        "SELECT tool_call_id, status, idempotency_key, result, updated_at FROM tool_ledger "
-        "WHERE execution_id = ? ORDER BY tool_call_id",
+        f"SELECT {_LEDGER_COLS} FROM tool_ledger WHERE execution_id = ? ORDER BY tool_call_id",
         (execution_id,),
     )
-    return [
-        LedgerEntry(
-            execution_id=execution_id,
-            tool_call_id=r[0],
-            status=r[1],
-            idempotency_key=r[2],
-            result=loads(r[3]),
-            updated_at=r[4],
-        )
-        for r in rows
-    ]
+    return [_LEDGER_COLS.read(r) for r in rows]

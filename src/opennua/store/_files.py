@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from ._actions import action_from_row
-from ._errors import NotFound, QuotaExceeded, WriteConflict
-from ._sql import CHECKED_RECORDS, Dialect, Effects, Op, Program, Query
+from ._errors import QuotaExceeded, WriteConflict
+from ._sql import CHECKED_RECORDS, Columns, Dialect, Effects, Op, Program, Query
 
 # -- records -------------------------------------------------------------------------
 
@@ -33,6 +32,7 @@ class ArtifactRecord:
 
 #: Its text fields are checked as those of an op that carries it.
 CHECKED_RECORDS.add(ArtifactRecord)
+_ARTIFACT_COLS = Columns(ArtifactRecord)
 
 
 # -- writes --------------------------------------------------------------------------
@@ -45,20 +45,9 @@ class PutArtifact(Op):
     def run(self, d: Dialect, fx: Effects) -> Program[ArtifactRecord]:
         a = self.artifact
         rows = yield Query(
-            "INSERT INTO artifacts (artifact_id, session_id, name, media_type, size, sha256, "
-            "created_at, turn_id, tool_call_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            f"INSERT INTO artifacts ({_ARTIFACT_COLS}) VALUES ({_ARTIFACT_COLS.marks}) "
             "ON CONFLICT (artifact_id) DO NOTHING RETURNING artifact_id",
-            (
-                a.artifact_id,
-                a.session_id,
-                a.name,
-                a.media_type,
-                a.size,
-                a.sha256,
-                a.created_at,
-                a.turn_id,
-                a.tool_call_id,
-            ),
+            _ARTIFACT_COLS.values(a),
         )
         if not rows:
             raise WriteConflict("artifact", a.artifact_id, "already exists")
@@ -104,32 +93,11 @@ class HoldBlob(Op):
 # -- reads ---------------------------------------------------------------------------
 
 
-_ARTIFACT_COLS = (
-    "artifact_id, session_id, name, media_type, size, sha256, created_at, turn_id, tool_call_id"
-)
-
-
-def _artifact(r: tuple[Any, ...]) -> ArtifactRecord:
-    return ArtifactRecord(
-        artifact_id=r[0],
-        session_id=r[1],
-        name=r[2],
-        media_type=r[3],
-        size=r[4],
-        sha256=r[5],
-        created_at=r[6],
-        turn_id=r[7],
-        tool_call_id=r[8],
-    )
-
-
 def get_artifact(artifact_id: str) -> Program[ArtifactRecord]:
     rows = yield Query(
         f"SELECT {_ARTIFACT_COLS} FROM artifacts WHERE artifact_id = ?", (artifact_id,)
     )
-    if not rows:
-        raise NotFound("artifact", artifact_id)
-    return _artifact(rows[0])
+    return _ARTIFACT_COLS.one(rows, "artifact", artifact_id)
 
 
 def list_artifacts(session_id: str) -> Program[list[ArtifactRecord]]:
@@ -138,7 +106,7 @@ def list_artifacts(session_id: str) -> Program[list[ArtifactRecord]]:
         "ORDER BY created_at, artifact_id",
         (session_id,),
     )
-    return [_artifact(r) for r in rows]
+    return [_ARTIFACT_COLS.read(r) for r in rows]
 
 
 _MANIFEST_PAGE = 20

@@ -10,7 +10,7 @@ from ._actions import EncodedAction
 from ._errors import NotFound, WriteConflict
 from ._json import dumps, loads
 from ._log import ClaimIdempotency, append_to_request_session
-from ._sql import CHECKED_RECORDS, Dialect, Effects, Op, Program, Query, Row
+from ._sql import CHECKED_RECORDS, Columns, Dialect, Effects, Op, Program, Query, Where
 
 # -- records -------------------------------------------------------------------------
 
@@ -69,29 +69,7 @@ CHECKED_RECORDS.add(InputRequestRecord)
 # -- row mapping ---------------------------------------------------------------------
 
 
-INPUT_COLS = (
-    "request_id, session_id, execution_id, turn_id, status, payload, created_at, "
-    "tool_call_id, resolution, answered_by_principal, answered_by_client, expires_at, "
-    "resolved_at"
-)
-
-
-def input_request_from_row(r: Row) -> InputRequestRecord:
-    return InputRequestRecord(
-        request_id=r[0],
-        session_id=r[1],
-        execution_id=r[2],
-        turn_id=r[3],
-        status=r[4],
-        payload=loads(r[5]),
-        created_at=r[6],
-        tool_call_id=r[7],
-        resolution=loads(r[8]),
-        answered_by_principal=r[9],
-        answered_by_client=r[10],
-        expires_at=r[11],
-        resolved_at=r[12],
-    )
+INPUT_COLS = Columns(InputRequestRecord, decode={"payload": loads, "resolution": loads})
 
 
 # -- writes --------------------------------------------------------------------------
@@ -233,25 +211,18 @@ def get_input_request(request_id: str) -> Program[InputRequestRecord]:
     rows = yield Query(
         f"SELECT {INPUT_COLS} FROM input_requests WHERE request_id = ?", (request_id,)
     )
-    if not rows:
-        raise NotFound("input request", request_id)
-    return input_request_from_row(rows[0])
+    return INPUT_COLS.one(rows, "input request", request_id)
 
 
 def list_input_requests(
     session_id: str | None, execution_id: str | None, status: str | None
 ) -> Program[list[InputRequestRecord]]:
-    where, params = [], []
-    for column, value in (
-        ("session_id", session_id),
-        ("execution_id", execution_id),
-        ("status", status),
-    ):
-        if value is not None:
-            where.append(f"{column} = ?")
-            params.append(value)
-    clause = f"WHERE {' AND '.join(where)} " if where else ""
+    where = Where()
+    where.equal("session_id", session_id)
+    where.equal("execution_id", execution_id)
+    where.equal("status", status)
     rows = yield Query(
-        f"SELECT {INPUT_COLS} FROM input_requests {clause}ORDER BY created_at, request_id", params
+        f"SELECT {INPUT_COLS} FROM input_requests {where}ORDER BY created_at, request_id",
+        where.params,
     )
-    return [input_request_from_row(r) for r in rows]
+    return [INPUT_COLS.read(r) for r in rows]

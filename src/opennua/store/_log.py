@@ -10,7 +10,7 @@ from typing import Any, Generic, Literal, TypeVar
 from ._actions import EncodedAction, action_from_row, check_session
 from ._errors import InvalidInput, NotFound, StoreError, WriteConflict
 from ._json import dumps, loads
-from ._sql import CHECKED_RECORDS, Dialect, Effects, Op, Program, Query, Row
+from ._sql import CHECKED_RECORDS, Columns, Dialect, Effects, Op, Program, Query, Where
 
 T = TypeVar("T")
 
@@ -113,28 +113,7 @@ CHECKED_RECORDS.add(SessionRecord)
 # -- row mapping ---------------------------------------------------------------------
 
 
-SESSION_COLS = (
-    "session_id, created_at, workspace_id, principal_id, title, plugin_digest, "
-    "deployment_digest, metadata, last_seq, plugin, deployment, model, snapshot_digest"
-)
-
-
-def session_from_row(r: Row) -> SessionRecord:
-    return SessionRecord(
-        session_id=r[0],
-        created_at=r[1],
-        workspace_id=r[2],
-        principal_id=r[3],
-        title=r[4],
-        plugin_digest=r[5],
-        deployment_digest=r[6],
-        metadata=loads(r[7]),
-        last_seq=r[8],
-        plugin=r[9],
-        deployment=r[10],
-        model=r[11],
-        snapshot_digest=r[12],
-    )
+SESSION_COLS = Columns(SessionRecord, decode={"metadata": loads})
 
 
 # -- writes --------------------------------------------------------------------------
@@ -174,24 +153,12 @@ class InsertSession(Op):
     def run(self, d: Dialect, fx: Effects) -> Program[SessionRecord]:
         s = self.session
         rows = yield Query(
-            "INSERT INTO sessions (session_id, created_at, workspace_id, principal_id, title, "
-            "plugin_digest, deployment_digest, metadata, last_seq, plugin, deployment, model, "
-            "snapshot_digest) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?) ON CONFLICT (session_id) DO NOTHING "
-            "RETURNING session_id",
-            (
-                s.session_id,
-                s.created_at,
-                s.workspace_id,
-                s.principal_id,
-                s.title,
-                s.plugin_digest,
-                s.deployment_digest,
-                None if s.metadata is None else dumps(s.metadata, "session metadata"),
-                s.plugin,
-                s.deployment,
-                s.model,
-                s.snapshot_digest,
+            f"INSERT INTO sessions ({SESSION_COLS}) VALUES ({SESSION_COLS.marks}) "
+            "ON CONFLICT (session_id) DO NOTHING RETURNING session_id",
+            SESSION_COLS.values(
+                s,
+                metadata=None if s.metadata is None else dumps(s.metadata, "session metadata"),
+                last_seq=0,
             ),
         )
         if not rows:
@@ -314,9 +281,7 @@ class ClaimIdempotency(Op):
 
 def get_session(session_id: str) -> Program[SessionRecord]:
     rows = yield Query(f"SELECT {SESSION_COLS} FROM sessions WHERE session_id = ?", (session_id,))
-    if not rows:
-        raise NotFound("session", session_id)
-    return session_from_row(rows[0])
+    return SESSION_COLS.one(rows, "session", session_id)
 
 
 #: What a list shows beside the session row, computed per row from indexed tables
@@ -346,33 +311,25 @@ def list_session_summaries(
     limit: int, cursor: str | None, where_: SessionFilter | None = None
 ) -> Program[Page[SessionSummary]]:
     f = where_ or SessionFilter()
-    where: list[str] = []
-    params: list[Any] = []
-    if f.workspace_id is not None:
-        where.append("s.workspace_id = ?")
-        params.append(f.workspace_id)
+    where = Where()
+    where.equal("s.workspace_id", f.workspace_id)
     if f.status is not None:
         if f.status not in _STATUS_WHERE:
             raise InvalidInput(f"status must be one of {', '.join(sorted(_STATUS_WHERE))}")
-        where.append(_STATUS_WHERE[f.status])
-    if f.deployment is not None:
-        where.append("s.deployment = ?")
-        params.append(f.deployment)
-    if f.principal_id is not None:
-        where.append("s.principal_id = ?")
-        params.append(f.principal_id)
+        where.add(_STATUS_WHERE[f.status])
+    where.equal("s.deployment", f.deployment)
+    where.equal("s.principal_id", f.principal_id)
     if f.needs_input is not None:
-        where.append(("" if f.needs_input else "NOT ") + _STATUS_WHERE["requires_action"])
+        where.add(("" if f.needs_input else "NOT ") + _STATUS_WHERE["requires_action"])
     if f.since is not None:
-        where.append("s.created_at >= ?")
-        params.append(f.since)
+        where.add("s.created_at >= ?", f.since)
     if f.until is not None:
-        where.append("s.created_at < ?")
-        params.append(f.until)
+        where.add("s.created_at < ?", f.until)
     if f.title:
         # LOWER on both sides: SQLite's LIKE folds ASCII case, PostgreSQL's does not.
-        where.append("LOWER(COALESCE(s.title, '')) LIKE ? ESCAPE '!'")
-        params.append(f"%{_like_escape(f.title.lower())}%")
+        where.add(
+            "LOWER(COALESCE(s.title, '')) LIKE ? ESCAPE '!'", f"%{_like_escape(f.title.lower())}%"
+        )
     if cursor is not None:
         # The cursor is the (created_at, session_id) of the last row served: a keyset,
         # so pages stay stable while new sessions are created.
@@ -381,19 +338,21 @@ def list_session_summaries(
             created_at = float(created)
         except ValueError as exc:
             raise InvalidInput(f"bad session cursor {cursor!r}") from exc
-        where.append("(s.created_at < ? OR (s.created_at = ? AND s.session_id < ?))")
-        params += [created_at, created_at, sid]
-    clause = f"WHERE {' AND '.join(where)} " if where else ""
-    cols = ", ".join(f"s.{c.strip()}" for c in SESSION_COLS.split(","))
+        where.add(
+            "(s.created_at < ? OR (s.created_at = ? AND s.session_id < ?))",
+            created_at,
+            created_at,
+            sid,
+        )
     rows = yield Query(
-        f"SELECT {cols}, {_SUMMARY_COLS} FROM sessions s {clause}"
+        f"SELECT {SESSION_COLS.of('s')}, {_SUMMARY_COLS} FROM sessions s {where}"
         "ORDER BY s.created_at DESC, s.session_id DESC LIMIT ?",
-        [*params, limit + 1],
+        [*where.params, limit + 1],
     )
-    n = len(SESSION_COLS.split(","))
+    n = len(SESSION_COLS)
     items = []
     for r in rows[:limit]:
-        session = session_from_row(r[:n])
+        session = SESSION_COLS.read(r[:n])
         open_requests, active, last_turn = r[n], r[n + 1], r[n + 2]
         state: SessionListStatus = (
             "requires_action" if open_requests else "running" if active else "idle"

@@ -15,7 +15,6 @@ import asyncio
 import collections
 import contextlib
 import logging
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import psycopg
@@ -31,7 +30,7 @@ from ._json import loads
 from ._migrations import migrate_postgres
 from ._pg_calls import RIGHTS_CHANNEL, PostgresDialect
 from ._sql import Effects, Program
-from ._unit import Unit, unit_program
+from ._unit import Pending, Unit, settle, unit_program
 from ._watch import Watcher, WatchHub
 
 T = TypeVar("T")
@@ -43,12 +42,6 @@ _MAX_BATCH = 1000
 _RETRIES = 5
 
 AsyncConn = psycopg.AsyncConnection[Any]
-
-
-@dataclass(slots=True)
-class _Pending:
-    unit: Unit
-    future: asyncio.Future[list[Any]]
 
 
 class _Retry(Exception):
@@ -117,7 +110,7 @@ class PostgresStore(Store):
         self._pool = pool
         self._workers = workers
         self._active = 0
-        self._queue: collections.deque[_Pending] = collections.deque()
+        self._queue: collections.deque[Pending] = collections.deque()
         self._tasks: set[asyncio.Task[None]] = set()
         self._hub = WatchHub()
         self._listener: AsyncConn | None = None
@@ -163,7 +156,7 @@ class PostgresStore(Store):
         if self._closed:
             raise StoreError("the store is closed")
         future: asyncio.Future[list[Any]] = asyncio.get_running_loop().create_future()
-        self._queue.append(_Pending(unit, future))
+        self._queue.append(Pending(unit, future))
         if self._active < self._workers:
             self._active += 1
             task = asyncio.create_task(self._worker())
@@ -171,10 +164,10 @@ class PostgresStore(Store):
             task.add_done_callback(self._tasks.discard)
         return await future
 
-    def _take(self) -> list[_Pending]:
+    def _take(self) -> list[Pending]:
         if not self._queue[0].unit.single_append:
             return [self._queue.popleft()]
-        batch: list[_Pending] = []
+        batch: list[Pending] = []
         while self._queue and self._queue[0].unit.single_append and len(batch) < _MAX_BATCH:
             batch.append(self._queue.popleft())
         return batch
@@ -193,13 +186,7 @@ class PostgresStore(Store):
                         [Unavailable(f"postgresql writer failed: {exc!r}")] * len(units),
                         {},
                     )
-                for pending, outcome in zip(batch, outcomes, strict=True):
-                    if pending.future.done():
-                        continue
-                    if isinstance(outcome, BaseException):
-                        pending.future.set_exception(outcome)
-                    else:
-                        pending.future.set_result(outcome)
+                settle(batch, outcomes)
                 del wakeups  # LISTEN/NOTIFY delivers them, to this process and all others
         finally:
             self._active -= 1

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from ._errors import NotFound, WriteConflict
 from ._json import dumps, loads
-from ._sql import Dialect, Effects, Op, Program, Query, Row
+from ._sql import Columns, Dialect, Effects, Op, Program, Query, Row
 
 MoveKind = Literal["release", "rollback"]
 Visibility = Literal["workspace", "private"]
@@ -92,30 +92,14 @@ def _in_force(moves: list[ChannelMove]) -> list[str]:
 
 # -- row mapping ---------------------------------------------------------------------------
 
-_VERSION_COLS = (
-    "name, version, digest, description, files, published_at, workspace_id, publisher_id, "
-    "visibility"
-)
-_CONFIG_COLS = "c.name, c.digest, c.spec, c.created_at, c.workspace_id"
-_MOVE_COLS = "name, channel, seq, version, kind, moved_at"
+
+def _files(text: str) -> tuple[PluginFile, ...]:
+    return tuple(PluginFile(f[0], f[1], f[2], bool(f[3])) for f in loads(text))
 
 
-def _version_from_row(r: Row) -> PluginVersion:
-    files = tuple(PluginFile(f[0], f[1], f[2], bool(f[3])) for f in loads(r[4]))
-    return PluginVersion(
-        name=r[0], version=r[1], digest=r[2], description=r[3], files=files, published_at=r[5],
-        workspace_id=r[6], publisher_id=r[7], visibility=r[8],
-    )  # fmt: skip
-
-
-def _move_from_row(r: Row) -> ChannelMove:
-    return ChannelMove(name=r[0], channel=r[1], seq=r[2], version=r[3], kind=r[4], moved_at=r[5])
-
-
-def _deployment_from_row(r: Row) -> DeploymentRecord:
-    return DeploymentRecord(
-        name=r[0], digest=r[1], spec=loads(r[2]), created_at=r[3], workspace_id=r[4]
-    )
+_VERSION_COLS = Columns(PluginVersion, decode={"files": _files})
+_CONFIG_COLS = Columns(DeploymentRecord, decode={"spec": loads})
+_MOVE_COLS = Columns(ChannelMove)
 
 
 def _moves(name: str, channel: str) -> Program[list[ChannelMove]]:
@@ -123,7 +107,7 @@ def _moves(name: str, channel: str) -> Program[list[ChannelMove]]:
         f"SELECT {_MOVE_COLS} FROM channel_moves WHERE name = ? AND channel = ? ORDER BY seq",
         (name, channel),
     )
-    return [_move_from_row(r) for r in rows]
+    return [_MOVE_COLS.read(r) for r in rows]
 
 
 # -- writes --------------------------------------------------------------------------------
@@ -149,11 +133,10 @@ class PublishVersion(Op):
             raise WriteConflict("plugin name", v.name, "is taken: it is published elsewhere")
         files = [[f.path, f.sha256, f.size, int(f.executable)] for f in v.files]
         rows = yield Query(
-            f"INSERT INTO plugin_versions ({_VERSION_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            f"INSERT INTO plugin_versions ({_VERSION_COLS}) VALUES ({_VERSION_COLS.marks}) "
             "ON CONFLICT (name, version) DO NOTHING RETURNING name",
-            (v.name, v.version, v.digest, v.description, dumps(files, "plugin files"),
-             v.published_at, v.workspace_id, v.publisher_id, v.visibility),
-        )  # fmt: skip
+            _VERSION_COLS.values(v, files=dumps(files, "plugin files")),
+        )
         if rows:
             return v, True
         existing = yield from get_version(v.name, v.version)
@@ -205,8 +188,8 @@ class MoveChannel(Op):
         )
         # Two movers of one channel on PostgreSQL: the (name, channel, seq) key lets one win.
         yield Query(
-            f"INSERT INTO channel_moves ({_MOVE_COLS}) VALUES (?, ?, ?, ?, ?, ?)",
-            (move.name, move.channel, move.seq, move.version, move.kind, move.moved_at),
+            f"INSERT INTO channel_moves ({_MOVE_COLS}) VALUES ({_MOVE_COLS.marks})",
+            _MOVE_COLS.values(move),
         )
         return move
 
@@ -227,11 +210,10 @@ class PutDeployment(Op):
         if current and current[0][0] != dep.workspace_id:
             raise WriteConflict("deployment name", dep.name, "is taken by another workspace")
         yield Query(
-            "INSERT INTO deployment_configs (digest, name, spec, created_at, workspace_id) "
-            "VALUES (?, ?, ?, ?, ?) ON CONFLICT (digest) DO NOTHING",
-            (dep.digest, dep.name, dumps(dep.spec, "deployment"), dep.created_at,
-             dep.workspace_id),
-        )  # fmt: skip
+            f"INSERT INTO deployment_configs ({_CONFIG_COLS}) VALUES ({_CONFIG_COLS.marks}) "
+            "ON CONFLICT (digest) DO NOTHING",
+            _CONFIG_COLS.values(dep, spec=dumps(dep.spec, "deployment")),
+        )
         yield Query(
             "INSERT INTO deployments (name, digest, updated_at) VALUES (?, ?, ?) "
             "ON CONFLICT (name) DO UPDATE SET digest = excluded.digest, "
@@ -252,7 +234,7 @@ def workspace_versions(workspace_id: str) -> Program[list[PluginVersion]]:
         "WHERE workspace_id IS NULL OR workspace_id = ? ORDER BY name, published_at, version",
         (workspace_id,),
     )
-    return [_version_from_row(r) for r in rows]
+    return [_VERSION_COLS.read(r) for r in rows]
 
 
 def get_version(name: str, version: str) -> Program[PluginVersion]:
@@ -260,9 +242,7 @@ def get_version(name: str, version: str) -> Program[PluginVersion]:
         f"SELECT {_VERSION_COLS} FROM plugin_versions WHERE name = ? AND version = ?",
         (name, version),
     )
-    if not rows:
-        raise NotFound("plugin version", f"{name}@{version}")
-    return _version_from_row(rows[0])
+    return _VERSION_COLS.one(rows, "plugin version", f"{name}@{version}")
 
 
 def list_versions(name: str) -> Program[list[PluginVersion]]:
@@ -274,7 +254,7 @@ def list_versions(name: str) -> Program[list[PluginVersion]]:
     )
     if not rows:
         raise NotFound("plugin", name)
-    return [_version_from_row(r) for r in rows]
+    return [_VERSION_COLS.read(r) for r in rows]
 
 
 def list_plugins() -> Program[list[str]]:
@@ -289,7 +269,7 @@ def channel_history(name: str, channel: str | None) -> Program[list[ChannelMove]
     rows = yield Query(
         f"SELECT {_MOVE_COLS} FROM channel_moves WHERE name = ? ORDER BY channel, seq", (name,)
     )
-    return [_move_from_row(r) for r in rows]
+    return [_MOVE_COLS.read(r) for r in rows]
 
 
 def resolve_channel(name: str, channel: str) -> Program[str]:
@@ -302,28 +282,24 @@ def resolve_channel(name: str, channel: str) -> Program[str]:
 
 def get_deployment(name: str) -> Program[DeploymentRecord]:
     rows = yield Query(
-        f"SELECT {_CONFIG_COLS} FROM deployments d "
+        f"SELECT {_CONFIG_COLS.of('c')} FROM deployments d "
         "JOIN deployment_configs c ON c.digest = d.digest WHERE d.name = ?",
         (name,),
     )
-    if not rows:
-        raise NotFound("deployment", name)
-    return _deployment_from_row(rows[0])
+    return _CONFIG_COLS.one(rows, "deployment", name)
 
 
 def get_deployment_config(digest: str) -> Program[DeploymentRecord]:
     rows = yield Query(
-        f"SELECT {_CONFIG_COLS} FROM deployment_configs c WHERE digest = ?",
+        f"SELECT {_CONFIG_COLS} FROM deployment_configs WHERE digest = ?",
         (digest,),
     )
-    if not rows:
-        raise NotFound("deployment digest", digest)
-    return _deployment_from_row(rows[0])
+    return _CONFIG_COLS.one(rows, "deployment digest", digest)
 
 
 def list_deployments() -> Program[list[DeploymentRecord]]:
     rows = yield Query(
-        f"SELECT {_CONFIG_COLS} FROM deployments d "
+        f"SELECT {_CONFIG_COLS.of('c')} FROM deployments d "
         "JOIN deployment_configs c ON c.digest = d.digest ORDER BY d.name"
     )
-    return [_deployment_from_row(r) for r in rows]
+    return [_CONFIG_COLS.read(r) for r in rows]

@@ -1,64 +1,89 @@
 """The store's roles: each caller names the narrowest one it needs (eventsourcing's
-recorders: a few methods by role). `Store` implements them all; only composition roots
-(server/_serve.py, tests) hold a `Store` as such. docs/store.md, "Roles"."""
+recorders: a few methods by role). Each role holds its methods' one definition, run on
+a backend's commit and read paths (`Backend`); `Store` inherits every role, and only
+composition roots (server/_serve.py, tests) hold a `Store` as such. The Host's and the
+Supervisor's roles are here; who may do what, secrets and the gateway in
+`_roles_access`; automation in `_roles_automation`. docs/store.md, "Roles"."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
-from ._auth import (
-    AnswerFacts,
-    GrantFacts,
-    GrantRecord,
-    MembershipRecord,
-    PrincipalRecord,
-    TokenRecord,
-    UsageRow,
-    WorkspaceRecord,
-)
-from ._automation import (
-    DeliveryRecord,
-    FireRecord,
-    HookRecord,
-    RefusalRecord,
-    ScheduleRecord,
-    SchedulerLease,
-)
+from . import _executions as executions
+from . import _files as files
+from . import _inputs as inputs
+from . import _log as log
+from . import _registry as registry
+from ._actions import encode_actions
 from ._blobs import BlobStore
+from ._errors import InvalidInput
 from ._executions import (
     AttemptRecord,
     Checkpoint,
+    Claim,
     Claimed,
+    CreateExecution,
+    EndCollection,
     Execution,
+    FenceCollection,
+    Heartbeat,
     Lease,
     LedgerEntry,
     Narrate,
+    Release,
+    RequestCancel,
+    SweepDeadlines,
 )
-from ._files import ArtifactRecord
-from ._inputs import InputRequestRecord
+from ._files import ArtifactRecord, PutArtifact
+from ._inputs import InputRequestRecord, InsertInputRequest
 from ._log import (
     DEFAULT_IDEMPOTENCY_TTL,
+    Append,
+    BeginIdempotency,
     IdempotencyOutcome,
+    InsertSession,
     Page,
+    PutSnapshot,
     SessionFilter,
     SessionRecord,
     SessionSummary,
     Snapshot,
+    UpdateSessionTitle,
 )
 from ._registry import ChannelMove, DeploymentRecord, PluginVersion
-from ._secrets import AuditKind, AuditRecord, GatewayFacts, KeyCheck, SealedSecret
-from ._subscriptions import BehindSession, DeliveryState, EventDelivery, SubscriptionRecord
-from ._unit import FencedTransaction, Transaction, UnitScope
+from ._sql import Op, Program
+from ._unit import FencedTransaction, Transaction, Unit, UnitScope
 from ._watch import Watcher
 
+T = TypeVar("T")
+#: Sessions per `Store.snapshots_due` read (a bound on its statement's parameters).
+MAX_SNAPSHOTS_DUE = 500
 
-class LogStore(Protocol):
+
+class Backend(Protocol):
+    """What every role's methods run on: a backend's commit and read paths (`Store`, which
+    the SQLite and PostgreSQL stores complete)."""
+
+    async def _commit(self, unit: Unit) -> list[Any]: ...
+
+    async def _one(self, op: Op) -> Any: ...
+
+    async def _read(self, program: Program[T]) -> T: ...
+
+    async def _scan(self, program: Program[T]) -> T: ...
+
+    def _rights_changed(self, *principal_ids: str) -> None: ...
+
+
+class LogStore(Backend, Protocol):
     """Sessions, their action log, snapshots and idempotency records: the Host's."""
 
     def watch(self) -> Watcher: ...
 
-    def transaction(self) -> UnitScope[Transaction]: ...
+    def transaction(self) -> UnitScope[Transaction]:
+        """``async with store.transaction() as tx:`` buffer Host writes; commit at exit."""
+        return UnitScope(Transaction(), None, self._commit)
 
     async def create_session(
         self,
@@ -71,27 +96,64 @@ class LogStore(Protocol):
         plugin_digest: str | None = None,
         deployment_digest: str | None = None,
         metadata: dict[str, Any] | None = None,
-    ) -> SessionRecord: ...
+    ) -> SessionRecord:
+        session = SessionRecord(
+            session_id=session_id,
+            created_at=created_at,
+            workspace_id=workspace_id,
+            principal_id=principal_id,
+            title=title,
+            plugin_digest=plugin_digest,
+            deployment_digest=deployment_digest,
+            metadata=metadata,
+        )
+        result: SessionRecord = await self._one(InsertSession(session))
+        return result
 
-    async def get_session(self, session_id: str) -> SessionRecord: ...
+    async def get_session(self, session_id: str) -> SessionRecord:
+        return await self._read(log.get_session(session_id))
 
     async def list_session_summaries(
         self, *, limit: int = 50, cursor: str | None = None, where: SessionFilter | None = None
-    ) -> Page[SessionSummary]: ...
+    ) -> Page[SessionSummary]:
+        """Newest first (pass ``page.next_cursor`` back for the next, older page), with
+        status, open input requests and last activity; only those ``where`` admits
+        (:class:`SessionFilter`; status as the state says it)."""
+        return await self._scan(log.list_session_summaries(limit, cursor, where))
 
-    async def update_session_title(self, session_id: str, title: str | None) -> None: ...
+    async def update_session_title(self, session_id: str, title: str | None) -> None:
+        await self._one(UpdateSessionTitle(session_id, title))
 
-    async def append(self, session_id: str, actions: Sequence[Mapping[str, Any]]) -> list[int]: ...
+    async def append(self, session_id: str, actions: Sequence[Mapping[str, Any]]) -> list[int]:
+        """Append envelopes atomically; return their seqs (gapless per session).
+
+        An action whose ``id`` is already in the session is not written again: its
+        existing seq is returned.
+        """
+        result: list[int] = await self._one(Append(session_id, encode_actions(session_id, actions)))
+        return result
 
     async def read(
         self, session_id: str, after: int = 0, limit: int = 1000
-    ) -> list[dict[str, Any]]: ...
+    ) -> list[dict[str, Any]]:
+        """Actions with ``seq > after`` in seq order, at most ``limit``."""
+        return await self._read(log.read_actions(session_id, after, limit))
 
-    async def put_snapshot(self, session_id: str, seq: int, state_json: str) -> None: ...
+    async def put_snapshot(self, session_id: str, seq: int, state_json: str) -> None:
+        await self._one(PutSnapshot(session_id, seq, state_json))
 
-    async def get_snapshot(self, session_id: str) -> Snapshot | None: ...
+    async def get_snapshot(self, session_id: str) -> Snapshot | None:
+        return await self._read(log.get_snapshot(session_id))
 
-    async def snapshots_due(self, session_ids: Sequence[str], every: int) -> set[str]: ...
+    async def snapshots_due(self, session_ids: Sequence[str], every: int) -> set[str]:
+        """Those of the sessions whose log since its stored snapshot (or the start) makes
+        a new one due by `snapshot_due`; unknown ones are not. One read for them all (up
+        to `MAX_SNAPSHOTS_DUE` of them)."""
+        if not session_ids:
+            return set()
+        if len(session_ids) > MAX_SNAPSHOTS_DUE:
+            raise InvalidInput(f"at most {MAX_SNAPSHOTS_DUE} sessions per read")
+        return await self._read(log.snapshots_due(session_ids, every))
 
     async def begin(
         self,
@@ -101,61 +163,119 @@ class LogStore(Protocol):
         now: float,
         *,
         ttl: float = DEFAULT_IDEMPOTENCY_TTL,
-    ) -> IdempotencyOutcome: ...
+    ) -> IdempotencyOutcome:
+        """Claim a key ahead of the work, for ``ttl``: ``New`` (yours), ``InFlight``,
+        ``Replay`` or ``Mismatch`` (a single-use nonce; a request whose work writes a unit
+        claims its key in that unit instead).
+
+        Expired records count as absent. Of concurrent callers with one key, exactly
+        one gets ``New``.
+        """
+        result: IdempotencyOutcome = await self._one(
+            BeginIdempotency(scope, key, request_hash, now, ttl)
+        )
+        return result
 
     async def lookup_idempotency(
         self, scope: str, key: str, request_hash: str, now: float
-    ) -> IdempotencyOutcome: ...
+    ) -> IdempotencyOutcome:
+        """What a key holds now, taking nothing: ``Replay`` (completed), ``Mismatch``
+        (another request's), ``InFlight`` (claimed by `begin`), or ``New`` (absent or
+        expired: claim it in the unit that does the work, `Transaction.claim_idempotency`)."""
+        return await self._read(log.lookup_idempotency(scope, key, request_hash, now))
 
 
-class ExecutionJournal(Protocol):
+class ExecutionJournal(Backend, Protocol):
     """Executions, claims, leases and what an attempt journals under its fence: the Supervisor's."""
 
     def fenced(
         self, execution_id: str, epoch: int, *, owner: str | None = None
-    ) -> UnitScope[FencedTransaction]: ...
+    ) -> UnitScope[FencedTransaction]:
+        """``async with store.fenced(eid, epoch) as tx:`` the only way an attempt writes.
 
-    async def create_execution(self, execution: Execution) -> Execution: ...
+        At exit the execution's epoch (and owner, if given) is checked and the row
+        locked; if it moved on or the execution is no longer running, nothing of the
+        unit is written and :class:`Fenced` is raised.
+        """
+        fence = (execution_id, epoch, owner)
+        return UnitScope(FencedTransaction(execution_id, epoch, owner), fence, self._commit)
 
-    async def get_execution(self, execution_id: str) -> Execution: ...
+    async def create_execution(self, execution: Execution) -> Execution:
+        result: Execution = await self._one(CreateExecution(execution))
+        return result
 
-    async def list_executions(
-        self, session_id: str, *, active: bool = False
-    ) -> list[Execution]: ...
+    async def get_execution(self, execution_id: str) -> Execution:
+        return await self._read(executions.get_execution(execution_id))
 
-    async def list_attempts(self, execution_id: str) -> list[AttemptRecord]: ...
+    async def list_executions(self, session_id: str, *, active: bool = False) -> list[Execution]:
+        """The session's executions in creation order; `active`: only those queued,
+        running or waiting for input."""
+        return await self._read(executions.list_executions(session_id, active))
+
+    async def list_attempts(self, execution_id: str) -> list[AttemptRecord]:
+        return await self._read(executions.list_attempts(execution_id))
 
     async def claim(
         self, supervisor_id: str, now: float, ttl: float, *, attempt_id: str | None = None
-    ) -> Claimed | None: ...
+    ) -> Claimed | None:
+        """Take the oldest runnable execution (see docs/store.md for the ordering rule)."""
+        result: Claimed | None = await self._one(Claim(supervisor_id, now, ttl, attempt_id))
+        return result
 
     async def fence_collection(
         self, session_id: str, collector: str, now: float, until: float
-    ) -> bool: ...
+    ) -> bool:
+        """Take the lease a collection of the session's workspace holds (docs/workspace.md,
+        "Retention"): refused (False) while the session has an active execution or another
+        collector's lease holds. While it holds, no execution of the session is claimed."""
+        result: bool = await self._one(FenceCollection(session_id, collector, now, until))
+        return result
 
-    async def end_collection(self, session_id: str, collector: str) -> None: ...
+    async def end_collection(self, session_id: str, collector: str) -> None:
+        """Release the collection lease (a claim of the session may go ahead)."""
+        await self._one(EndCollection(session_id, collector))
 
-    async def heartbeat(self, execution_id: str, epoch: int, now: float, ttl: float) -> Lease: ...
+    async def heartbeat(self, execution_id: str, epoch: int, now: float, ttl: float) -> Lease:
+        """Renew the lease to ``now + ttl``, or raise :class:`Fenced`."""
+        result: Lease = await self._one(Heartbeat(execution_id, epoch, now, ttl))
+        return result
 
-    async def release(self, execution_id: str, epoch: int) -> None: ...
+    async def release(self, execution_id: str, epoch: int) -> None:
+        """Graceful shutdown: back to ``queued`` so another supervisor claims it at once."""
+        await self._one(Release(execution_id, epoch))
 
-    async def request_cancel(self, execution_id: str) -> Execution: ...
+    async def request_cancel(self, execution_id: str) -> Execution:
+        result: Execution = await self._one(RequestCancel(execution_id))
+        return result
 
     async def sweep_deadlines(
         self, now: float, narrate: Narrate
-    ) -> list[tuple[Execution, list[int]]]: ...
+    ) -> list[tuple[Execution, list[int]]]:
+        """End every active execution past its deadline as ``deadline_exceeded``.
 
-    async def load_checkpoint(self, execution_id: str) -> Checkpoint: ...
+        In the same commit its open input requests expire, a call it left ``started``
+        becomes ``unknown``, and ``narrate(execution, expired_request_ids)``'s actions
+        append to its session. Returns each ended execution with those actions' seqs.
+        """
+        result: list[tuple[Execution, list[int]]] = await self._one(SweepDeadlines(now, narrate))
+        return result
 
-    async def get_ledger(self, execution_id: str) -> list[LedgerEntry]: ...
+    async def load_checkpoint(self, execution_id: str) -> Checkpoint:
+        return await self._read(executions.load_checkpoint(execution_id))
+
+    async def get_ledger(self, execution_id: str) -> list[LedgerEntry]:
+        return await self._read(executions.get_ledger(execution_id))
 
 
-class InputStore(Protocol):
+class InputStore(Backend, Protocol):
     """Input requests (answered, expired or cancelled in a `transaction()`)."""
 
-    async def open_input_request(self, request: InputRequestRecord) -> InputRequestRecord: ...
+    async def open_input_request(self, request: InputRequestRecord) -> InputRequestRecord:
+        result: InputRequestRecord = await self._one(InsertInputRequest(request))
+        return result
 
-    async def get_input_request(self, request_id: str) -> InputRequestRecord: ...
+    async def get_input_request(self, request_id: str) -> InputRequestRecord:
+        return await self._read(inputs.get_input_request(request_id))
 
     async def list_input_requests(
         self,
@@ -163,306 +283,118 @@ class InputStore(Protocol):
         *,
         execution_id: str | None = None,
         status: str | None = None,
-    ) -> list[InputRequestRecord]: ...
+    ) -> list[InputRequestRecord]:
+        return await self._read(inputs.list_input_requests(session_id, execution_id, status))
 
 
-class FileStore(Protocol):
+class FileStore(Backend, Protocol):
     """Blobs and what names them: artifacts, workspace manifests, a workspace's held blobs."""
 
     @property
     def blobs(self) -> BlobStore: ...
 
-    async def put_artifact(self, artifact: ArtifactRecord) -> ArtifactRecord: ...
+    async def put_artifact(self, artifact: ArtifactRecord) -> ArtifactRecord:
+        result: ArtifactRecord = await self._one(PutArtifact(artifact))
+        return result
 
-    async def get_artifact(self, artifact_id: str) -> ArtifactRecord: ...
+    async def get_artifact(self, artifact_id: str) -> ArtifactRecord:
+        return await self._read(files.get_artifact(artifact_id))
 
-    async def list_artifacts(self, session_id: str) -> list[ArtifactRecord]: ...
+    async def list_artifacts(self, session_id: str) -> list[ArtifactRecord]:
+        return await self._read(files.list_artifacts(session_id))
 
-    async def last_workspace_manifest(self, session_id: str) -> str | None: ...
+    async def last_workspace_manifest(self, session_id: str) -> str | None:
+        """The manifest of the session's newest `workspace.committed` or
+        `workspace.restored` action that names one (None: never committed)."""
+        return await self._read(files.last_workspace_manifest(session_id))
 
     async def hold_blob(
         self, workspace_id: str, sha256: str, size: int, now: float, *, quota: int | None = None
-    ) -> bool: ...
+    ) -> bool:
+        """The workspace takes a reference to a blob it uploaded; True if it is new.
+        :class:`QuotaExceeded` when it would hold more than ``quota`` bytes in all."""
+        result: bool = await self._one(files.HoldBlob(workspace_id, sha256, size, now, quota))
+        return result
 
-    async def held_blobs(self, workspace_id: str, sha256s: Sequence[str]) -> dict[str, int]: ...
+    async def held_blobs(self, workspace_id: str, sha256s: Sequence[str]) -> dict[str, int]:
+        """Which of ``sha256s`` the workspace holds, with their sizes."""
+        return await self._read(files.held_blobs(workspace_id, sha256s))
 
-    async def workspace_usage(self, workspace_id: str) -> int: ...
+    async def workspace_usage(self, workspace_id: str) -> int:
+        """The bytes of the distinct blobs the workspace holds."""
+        return await self._read(files.workspace_usage(workspace_id))
 
-    async def all_held_blobs(self) -> set[str]: ...
+    async def all_held_blobs(self) -> set[str]:
+        return await self._read(files.all_held_blobs())
 
 
-class RegistryStore(Protocol):
+class RegistryStore(Backend, Protocol):
     """Published plugin versions, release channels and deployments."""
 
-    async def publish_plugin(self, version: PluginVersion) -> tuple[PluginVersion, bool]: ...
+    @property
+    def blobs(self) -> BlobStore:
+        """Where a version's files are (a publish checks they are there)."""
+        ...
 
-    async def get_plugin_version(self, name: str, version: str) -> PluginVersion: ...
+    async def publish_plugin(self, version: PluginVersion) -> tuple[PluginVersion, bool]:
+        """Register a version whose files are already in :attr:`blobs`; ``(version, created)``.
 
-    async def list_plugin_versions(self, name: str) -> list[PluginVersion]: ...
+        The same name and version again is idempotent when the digest matches (``created``
+        False) and :class:`WriteConflict` when it does not. A missing blob is
+        :class:`InvalidInput` and nothing is registered.
+        """
+        for f in version.files:
+            if not await self.blobs.exists(f.sha256):
+                raise InvalidInput(f"{f.path}: its content (sha256 {f.sha256}) was not uploaded")
+        result: tuple[PluginVersion, bool] = await self._one(registry.PublishVersion(version))
+        return result
 
-    async def list_plugins(self) -> list[str]: ...
+    async def get_plugin_version(self, name: str, version: str) -> PluginVersion:
+        return await self._read(registry.get_version(name, version))
+
+    async def list_plugin_versions(self, name: str) -> list[PluginVersion]:
+        """In publish order; :class:`NotFound` for a plugin with no version."""
+        return await self._read(registry.list_versions(name))
+
+    async def list_plugins(self) -> list[str]:
+        return await self._read(registry.list_plugins())
 
     async def release_plugin(
         self, name: str, channel: str, version: str, now: float
-    ) -> ChannelMove: ...
-
-    async def rollback_plugin(self, name: str, channel: str, now: float) -> ChannelMove: ...
-
-    async def channel_history(self, name: str, channel: str | None = None) -> list[ChannelMove]: ...
-
-    async def resolve_channel(self, name: str, channel: str) -> str: ...
-
-    async def put_deployment(self, deployment: DeploymentRecord) -> DeploymentRecord: ...
-
-    async def get_deployment(self, name: str) -> DeploymentRecord: ...
-
-    async def get_deployment_config(self, digest: str) -> DeploymentRecord: ...
-
-    async def list_deployments(self) -> list[DeploymentRecord]: ...
-
-    async def workspace_versions(self, workspace_id: str) -> list[PluginVersion]: ...
-
-
-class AuthStore(Protocol):
-    """Who may do what: workspaces, principals, memberships, tokens and grants (what
-    `opennua.auth` decides with)."""
-
-    def watch_rights(self) -> Watcher: ...
-
-    async def create_workspace(self, workspace: WorkspaceRecord) -> WorkspaceRecord: ...
-
-    async def get_workspace(self, workspace_id: str) -> WorkspaceRecord: ...
-
-    async def list_workspaces(self) -> list[WorkspaceRecord]: ...
-
-    async def create_principal(
-        self, principal: PrincipalRecord, *, memberships: Sequence[MembershipRecord] = ()
-    ) -> PrincipalRecord: ...
-
-    async def get_principal(self, principal_id: str) -> PrincipalRecord: ...
-
-    async def list_principals(self, kind: str | None = None) -> list[PrincipalRecord]: ...
-
-    async def disable_principal(self, principal_id: str, now: float) -> None: ...
-
-    async def set_server_admin(self, principal_id: str, since: float | None) -> None: ...
-
-    async def set_membership(self, membership: MembershipRecord) -> MembershipRecord: ...
-
-    async def remove_membership(self, workspace_id: str, principal_id: str) -> bool: ...
-
-    async def list_memberships(
-        self,
-        *,
-        workspace_id: str | None = None,
-        principal_id: str | None = None,
-        opened_by: str | None = None,
-    ) -> list[MembershipRecord]: ...
-
-    async def create_token(self, token: TokenRecord) -> TokenRecord: ...
-
-    async def get_token(self, token_id: str) -> TokenRecord: ...
-
-    async def list_tokens(self, principal_id: str) -> list[TokenRecord]: ...
-
-    async def revoke_token(self, token_id: str, now: float) -> None: ...
-
-    async def revoke_token_in(
-        self, token_id: str, workspace_id: str, now: float, *, revoked_by: str | None = None
-    ) -> None: ...
-
-    async def workspace_tokens(
-        self, workspace_id: str
-    ) -> list[tuple[TokenRecord, float | None]]: ...
-
-    async def adopt_orphans(self, workspace_id: str, principal_id: str) -> int: ...
-
-    async def put_grant(self, grant: GrantRecord) -> GrantRecord: ...
-
-    async def get_grant(self, execution_id: str) -> GrantRecord | None: ...
-
-    async def grant_facts(self, execution_id: str) -> GrantFacts | None: ...
-
-    async def answer_facts(self, request_id: str) -> AnswerFacts: ...
-
-    async def renew_grant(self, execution_id: str, expires_at: float) -> bool: ...
-
-    async def revoke_grant(self, execution_id: str, now: float, reason: str) -> None: ...
-
-    async def unowned_with_grants(
-        self, principal_ids: Sequence[str]
-    ) -> list[tuple[Execution, GrantFacts | None]]: ...
-
-    async def usage(self, workspace_ids: Sequence[str], since: float | None) -> list[UsageRow]: ...
-
-
-class AutomationStore(Protocol):
-    """Schedules and their fires, webhooks and their deliveries, the scheduler lease."""
-
-    async def create_schedule(self, schedule: ScheduleRecord) -> ScheduleRecord: ...
-
-    async def get_schedule(self, schedule_id: str) -> ScheduleRecord: ...
-
-    async def list_schedules(self, workspace_id: str | None = None) -> list[ScheduleRecord]: ...
-
-    async def set_schedule_paused(
-        self, schedule_id: str, paused: bool, *, next_fire_at: float | None = None
-    ) -> ScheduleRecord: ...
-
-    async def delete_schedule(self, schedule_id: str) -> None: ...
-
-    async def due_schedules(self, now: float, *, limit: int = 100) -> list[ScheduleRecord]: ...
-
-    async def skip_slots(
-        self, schedule_id: str, expected: float, next_fire_at: float | None, lease: SchedulerLease
-    ) -> bool: ...
-
-    async def record_refused_fire(
-        self, fire: FireRecord, *, expected: float, next_fire_at: float | None
-    ) -> None: ...
-
-    async def list_fires(self, schedule_id: str, *, limit: int = 20) -> list[FireRecord]: ...
-
-    async def acquire_scheduler_lease(
-        self, owner: str, now: float, ttl: float
-    ) -> SchedulerLease | None: ...
-
-    async def release_scheduler_lease(self, lease: SchedulerLease) -> None: ...
-
-    async def get_scheduler_lease(self) -> SchedulerLease | None: ...
-
-    async def create_hook(self, hook: HookRecord) -> HookRecord: ...
-
-    async def get_hook(self, hook_id: str) -> HookRecord: ...
-
-    async def list_hooks(self, workspace_id: str | None = None) -> list[HookRecord]: ...
-
-    async def delete_hook(self, hook_id: str) -> None: ...
-
-    async def record_refusal(self, refusal: RefusalRecord) -> None: ...
-
-    async def list_refusals(self, hook_id: str, *, limit: int = 20) -> list[RefusalRecord]: ...
-
-    async def get_delivery(self, hook_id: str, delivery_id: str) -> DeliveryRecord | None: ...
-
-    async def list_deliveries(self, hook_id: str, *, limit: int = 20) -> list[DeliveryRecord]: ...
-
-
-class SubscriptionStore(Protocol):
-    """Event subscriptions, the cursors the deliverer follows the logs with, their
-    deliveries and the deliverer's lease (docs/subscriptions.md)."""
-
-    async def create_subscription(self, subscription: SubscriptionRecord) -> SubscriptionRecord: ...
-
-    async def get_subscription(self, subscription_id: str) -> SubscriptionRecord: ...
-
-    async def list_subscriptions(
-        self, workspace_id: str | None = None
-    ) -> list[SubscriptionRecord]: ...
-
-    async def delete_subscription(self, subscription_id: str) -> None: ...
-
-    async def sessions_behind(
-        self, subscription: SubscriptionRecord, *, limit: int = 100
-    ) -> list[BehindSession]: ...
-
-    async def record_scan(
-        self,
-        lease: SchedulerLease,
-        subscription_id: str,
-        session_id: str,
-        *,
-        expected: int | None,
-        seq: int,
-        deliveries: Sequence[EventDelivery],
-    ) -> None: ...
-
-    async def due_deliveries(self, now: float, *, limit: int = 100) -> list[EventDelivery]: ...
-
-    async def claim_tries(
-        self, lease: SchedulerLease, deliveries: Sequence[EventDelivery], until: float
-    ) -> None: ...
-
-    async def record_attempt(
-        self,
-        lease: SchedulerLease,
-        delivery: EventDelivery,
-        *,
-        state: DeliveryState,
-        next_at: float,
-        status: int | None,
-        error: str | None,
-        now: float,
-        disable: str | None = None,
-    ) -> None: ...
-
-    async def list_event_deliveries(
-        self, subscription_id: str, *, limit: int = 20
-    ) -> list[EventDelivery]: ...
-
-    async def get_event_delivery(self, subscription_id: str, event_id: str) -> EventDelivery: ...
-
-    async def replay_event(self, subscription_id: str, event_id: str, now: float) -> None: ...
-
-    async def replay_from(self, subscription_id: str, session_id: str, seq: int) -> None: ...
-
-    async def acquire_delivery_lease(
-        self, owner: str, now: float, ttl: float
-    ) -> SchedulerLease | None: ...
-
-    async def release_delivery_lease(self, lease: SchedulerLease) -> None: ...
-
-
-class SealedSecretStore(Protocol):
-    """Sealed secrets and the key check (`opennua.secrets` seals and opens them)."""
-
-    async def put_secret(self, secret: SealedSecret) -> SealedSecret: ...
-
-    async def get_secret(self, workspace_id: str, name: str) -> SealedSecret: ...
-
-    async def list_secrets(self, workspace_id: str | None = None) -> list[SealedSecret]: ...
-
-    async def existing_secrets(self, workspace_id: str, names: Sequence[str]) -> set[str]: ...
-
-    async def delete_secret(self, workspace_id: str, name: str) -> bool: ...
-
-    async def touch_secret(self, workspace_id: str, name: str, now: float) -> None: ...
-
-    async def get_key_check(self) -> KeyCheck | None: ...
-
-    async def init_key_check(self, check: KeyCheck) -> KeyCheck: ...
-
-    async def rewrap_secrets(
-        self, old_key_id: str, check: KeyCheck, secrets: Sequence[SealedSecret]
-    ) -> int: ...
-
-
-class GatewayStore(Protocol):
-    """What the gateway checks each call against and records: tickets, facts, audit."""
-
-    async def gateway_facts(
-        self, execution_id: str, secret_names: Sequence[str] = ()
-    ) -> GatewayFacts: ...
-
-    async def put_gateway_ticket(
-        self, execution_id: str, epoch: int, secret_hash: str, now: float
-    ) -> None: ...
-
-    async def get_gateway_ticket(self, execution_id: str) -> tuple[int, str] | None: ...
-
-    async def append_audit(self, records: Sequence[AuditRecord]) -> None: ...
-
-    async def list_audit(
-        self,
-        *,
-        workspace_id: str | None = None,
-        execution_id: str | None = None,
-        principal_id: str | None = None,
-        server: str | None = None,
-        tool: str | None = None,
-        outcome: str | None = None,
-        kind: AuditKind | None = None,
-        since: float | None = None,
-        until: float | None = None,
-        limit: int = 100,
-    ) -> list[AuditRecord]: ...
+    ) -> ChannelMove:
+        """Point ``channel`` at a published ``version`` (a new move; history is kept)."""
+        result: ChannelMove = await self._one(registry.MoveChannel(name, channel, version, now))
+        return result
+
+    async def rollback_plugin(self, name: str, channel: str, now: float) -> ChannelMove:
+        """Move ``channel`` back to its target before the current one, or
+        :class:`WriteConflict` when there is none."""
+        result: ChannelMove = await self._one(registry.MoveChannel(name, channel, None, now))
+        return result
+
+    async def channel_history(self, name: str, channel: str | None = None) -> list[ChannelMove]:
+        return await self._read(registry.channel_history(name, channel))
+
+    async def resolve_channel(self, name: str, channel: str) -> str:
+        """The version ``channel`` points at now; :class:`NotFound` if never released."""
+        return await self._read(registry.resolve_channel(name, channel))
+
+    async def put_deployment(self, deployment: DeploymentRecord) -> DeploymentRecord:
+        """Keep a validated configuration under its digest and point its name at it."""
+        result: DeploymentRecord = await self._one(registry.PutDeployment(deployment))
+        return result
+
+    async def get_deployment(self, name: str) -> DeploymentRecord:
+        return await self._read(registry.get_deployment(name))
+
+    async def get_deployment_config(self, digest: str) -> DeploymentRecord:
+        """Any configuration a deployment ever had, by digest (sessions keep theirs)."""
+        return await self._read(registry.get_deployment_config(digest))
+
+    async def list_deployments(self) -> list[DeploymentRecord]:
+        return await self._read(registry.list_deployments())
+
+    async def workspace_versions(self, workspace_id: str) -> list[PluginVersion]:
+        """Every version published in the workspace (any visibility) and the server-wide
+        ones, in one read."""
+        return await self._read(registry.workspace_versions(workspace_id))

@@ -12,16 +12,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from . import _auth as auth
+from . import _facts as facts
 from ._errors import NotFound, WriteConflict
 from ._executions import Execution
-from ._sql import Dialect, Effects, Op, Program, Query, Row
-
-_SECRET_COLS = "workspace_id, name, sealed, key_id, created_at, updated_at, last_used_at"
-_AUDIT_COLS = (
-    "audit_id, at, workspace_id, principal_id, execution_id, server, tool, host, "
-    "credential, outcome, code, latency_ms, port, bytes_up, bytes_down"
-)
+from ._sql import Columns, Dialect, Effects, Op, Program, Query, Where
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -78,36 +72,9 @@ class AuditRecord:
         return "tool_call" if self.bytes_up is None else "egress"
 
 
-def _secret(r: Row) -> SealedSecret:
-    return SealedSecret(
-        workspace_id=r[0],
-        name=r[1],
-        sealed=r[2],
-        key_id=r[3],
-        created_at=r[4],
-        updated_at=r[5],
-        last_used_at=r[6],
-    )
-
-
-def _audit(r: Row) -> AuditRecord:
-    return AuditRecord(
-        audit_id=r[0],
-        at=r[1],
-        workspace_id=r[2],
-        principal_id=r[3],
-        execution_id=r[4],
-        server=r[5],
-        tool=r[6],
-        host=r[7],
-        credential=r[8],
-        outcome=r[9],
-        code=r[10],
-        latency_ms=r[11],
-        port=r[12],
-        bytes_up=r[13],
-        bytes_down=r[14],
-    )
+_SECRET_COLS = Columns(SealedSecret)
+_AUDIT_COLS = Columns(AuditRecord)
+_KEY_CHECK_COLS = Columns(KeyCheck)
 
 
 # -- writes ----------------------------------------------------------------------------
@@ -122,13 +89,13 @@ class PutSecret(Op):
     def run(self, d: Dialect, fx: Effects) -> Program[SealedSecret]:
         s = self.secret
         rows = yield Query(
-            f"INSERT INTO secrets ({_SECRET_COLS}) VALUES (?, ?, ?, ?, ?, ?, NULL) "
+            f"INSERT INTO secrets ({_SECRET_COLS}) VALUES ({_SECRET_COLS.marks}) "
             "ON CONFLICT (workspace_id, name) DO UPDATE SET sealed = excluded.sealed, "
             "key_id = excluded.key_id, updated_at = excluded.updated_at "
             f"RETURNING {_SECRET_COLS}",
-            (s.workspace_id, s.name, s.sealed, s.key_id, s.created_at, s.updated_at),
+            _SECRET_COLS.values(s, last_used_at=None),
         )
-        return _secret(rows[0])
+        return _SECRET_COLS.read(rows[0])
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,8 +138,8 @@ class InitKeyCheck(Op):
             "ON CONFLICT (id) DO NOTHING",
             (c.key_id, c.sealed, c.created_at),
         )
-        rows = yield Query("SELECT key_id, sealed, created_at FROM secret_key_check WHERE id = 1")
-        return KeyCheck(key_id=rows[0][0], sealed=rows[0][1], created_at=rows[0][2])
+        rows = yield Query(f"SELECT {_KEY_CHECK_COLS} FROM secret_key_check WHERE id = 1")
+        return _KEY_CHECK_COLS.read(rows[0])
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,9 +183,9 @@ class AppendAudit(Op):
 
     def run(self, d: Dialect, fx: Effects) -> Program[None]:
         yield Query(
-            f"INSERT INTO gateway_audit ({_AUDIT_COLS}) VALUES ({', '.join('?' * 15)}) "
+            f"INSERT INTO gateway_audit ({_AUDIT_COLS}) VALUES ({_AUDIT_COLS.marks}) "
             "ON CONFLICT (audit_id) DO NOTHING",
-            [_audit_row(a) for a in self.records],
+            [_AUDIT_COLS.values(a) for a in self.records],
             many=True,
         )
 
@@ -240,26 +207,6 @@ class PutTicket(Op):
         )
 
 
-def _audit_row(a: AuditRecord) -> tuple[object, ...]:
-    return (
-        a.audit_id,
-        a.at,
-        a.workspace_id,
-        a.principal_id,
-        a.execution_id,
-        a.server,
-        a.tool,
-        a.host,
-        a.credential,
-        a.outcome,
-        a.code,
-        a.latency_ms,
-        a.port,
-        a.bytes_up,
-        a.bytes_down,
-    )
-
-
 # -- reads -----------------------------------------------------------------------------
 
 
@@ -268,9 +215,7 @@ def get_secret(workspace_id: str, name: str) -> Program[SealedSecret]:
         f"SELECT {_SECRET_COLS} FROM secrets WHERE workspace_id = ? AND name = ?",
         (workspace_id, name),
     )
-    if not rows:
-        raise NotFound("secret", name)
-    return _secret(rows[0])
+    return _SECRET_COLS.one(rows, "secret", name)
 
 
 def list_secrets(workspace_id: str | None) -> Program[list[SealedSecret]]:
@@ -278,12 +223,12 @@ def list_secrets(workspace_id: str | None) -> Program[list[SealedSecret]]:
     rows = yield Query(
         f"SELECT {_SECRET_COLS} FROM secrets {where}ORDER BY workspace_id, name", params
     )
-    return [_secret(r) for r in rows]
+    return [_SECRET_COLS.read(r) for r in rows]
 
 
 def get_key_check() -> Program[KeyCheck | None]:
-    rows = yield Query("SELECT key_id, sealed, created_at FROM secret_key_check WHERE id = 1")
-    return KeyCheck(key_id=rows[0][0], sealed=rows[0][1], created_at=rows[0][2]) if rows else None
+    rows = yield Query(f"SELECT {_KEY_CHECK_COLS} FROM secret_key_check WHERE id = 1")
+    return _KEY_CHECK_COLS.read(rows[0]) if rows else None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -306,27 +251,20 @@ _AUDIT_EQUAL = ("workspace_id", "execution_id", "principal_id", "server", "tool"
 
 
 def list_audit(f: AuditFilter, limit: int) -> Program[list[AuditRecord]]:
-    where: list[str] = []
-    params: list[object] = []
+    where = Where()
     for column in _AUDIT_EQUAL:
-        value = getattr(f, column)
-        if value is not None:
-            where.append(f"{column} = ?")
-            params.append(value)
+        where.equal(column, getattr(f, column))
     if f.kind is not None:  # as `AuditRecord.kind` tells them apart
-        where.append(f"bytes_up IS {'NOT ' if f.kind == 'egress' else ''}NULL")
+        where.add(f"bytes_up IS {'NOT ' if f.kind == 'egress' else ''}NULL")
     if f.since is not None:
-        where.append("at >= ?")
-        params.append(f.since)
+        where.add("at >= ?", f.since)
     if f.until is not None:
-        where.append("at < ?")
-        params.append(f.until)
-    clause = f"WHERE {' AND '.join(where)} " if where else ""
+        where.add("at < ?", f.until)
     rows = yield Query(
-        f"SELECT {_AUDIT_COLS} FROM gateway_audit {clause}ORDER BY at DESC, audit_id DESC LIMIT ?",
-        [*params, limit],
+        f"SELECT {_AUDIT_COLS} FROM gateway_audit {where}ORDER BY at DESC, audit_id DESC LIMIT ?",
+        [*where.params, limit],
     )
-    return [_audit(r) for r in rows]
+    return [_AUDIT_COLS.read(r) for r in rows]
 
 
 def get_ticket(execution_id: str) -> Program[tuple[int, str] | None]:
@@ -344,25 +282,25 @@ class GatewayFacts:
     (those that exist, in the grant's workspace)."""
 
     execution: Execution
-    grant: auth.GrantFacts | None
+    grant: facts.GrantFacts | None
     secrets: dict[str, SealedSecret]
 
 
 def gateway_facts(execution_id: str, secret_names: Sequence[str]) -> Program[GatewayFacts]:
     # One statement (one round trip on PostgreSQL): a row per secret found, or one row.
-    sql = auth.execution_facts_sql()
+    sql = facts.execution_facts_sql()
     if secret_names:
         marks = ",".join("?" * len(secret_names))
-        cols = "".join(f", s.{c}" for c in _SECRET_COLS.split(", "))
-        sql = auth.execution_facts_sql(
-            cols, f"LEFT JOIN secrets s ON s.workspace_id = g.workspace_id AND s.name IN ({marks}) "
+        sql = facts.execution_facts_sql(
+            f", {_SECRET_COLS.of('s')}",
+            f"LEFT JOIN secrets s ON s.workspace_id = g.workspace_id AND s.name IN ({marks}) ",
         )
     rows = yield Query(sql, [*secret_names, execution_id])
     if not rows:
         raise NotFound("execution", execution_id)
-    execution, grant = auth.execution_facts_from_row(rows[0])
-    n = auth.EXECUTION_FACTS_N
-    found = {r[n + 1]: _secret(r[n:]) for r in rows if secret_names and r[n] is not None}
+    execution, grant = facts.execution_facts_from_row(rows[0])
+    n = facts.EXECUTION_FACTS_N
+    found = {r[n + 1]: _SECRET_COLS.read(r[n:]) for r in rows if secret_names and r[n] is not None}
     return GatewayFacts(execution=execution, grant=grant, secrets=found)
 
 

@@ -15,15 +15,18 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ulid import ULID
 
 from ._actions import EncodedAction
-from ._errors import StoreError
+from ._errors import NotFound, StoreError
 from ._json import check_text
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 T = TypeVar("T")
 Row = tuple[Any, ...]
@@ -83,6 +86,27 @@ class Dialect(abc.ABC):
         order. A failing item writes nothing, whatever the others do."""
 
 
+class Where:
+    """A listing's WHERE clause: the conditions its filter gives, and their parameters
+    in order. ``str()`` is ``WHERE a AND b `` (trailing space), or nothing."""
+
+    def __init__(self) -> None:
+        self.conditions: list[str] = []
+        self.params: list[Any] = []
+
+    def add(self, condition: str, *params: Any) -> None:
+        self.conditions.append(condition)
+        self.params.extend(params)
+
+    def equal(self, column: str, value: Any) -> None:
+        """``column = value``, when ``value`` is given (not None)."""
+        if value is not None:
+            self.add(f"{column} = ?", value)
+
+    def __str__(self) -> str:
+        return f"WHERE {' AND '.join(self.conditions)} " if self.conditions else ""
+
+
 def new_id(prefix: str, now: float) -> str:
     """A type-prefixed ULID whose time part comes from the injected clock."""
     return f"{prefix}_{ULID.from_timestamp(now)}"
@@ -128,3 +152,57 @@ def _field_names(cls: type) -> tuple[str, ...]:
     if names is None:
         names = _FIELDS[cls] = tuple(f.name for f in dataclasses.fields(cls))
     return names
+
+
+R = TypeVar("R", bound="DataclassInstance")
+
+
+class Columns(Generic[R]):
+    """The columns a record is stored in: its dataclass fields, in order, named as in
+    its table, so a record's column list is written once (its dataclass). ``decode``
+    converts the few columns that are not the field's value as it is (JSON text, a
+    0/1 flag); a write passes those as keywords to :meth:`values`."""
+
+    __slots__ = ("_decode", "names", "record")
+
+    def __init__(
+        self, record: type[R], *, decode: Mapping[str, Callable[[Any], Any]] | None = None
+    ) -> None:
+        self.record = record
+        self.names = _field_names(record)
+        self._decode = dict(decode or {})
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def __str__(self) -> str:
+        return ", ".join(self.names)
+
+    def of(self, alias: str) -> str:
+        """The columns of table ``alias`` in a join: ``a.x, a.y``."""
+        return ", ".join(f"{alias}.{name}" for name in self.names)
+
+    @property
+    def marks(self) -> str:
+        """One ``?`` per column, for ``VALUES (...)``."""
+        return ", ".join("?" * len(self.names))
+
+    def values(self, record: R, **encoded: Any) -> tuple[Any, ...]:
+        """The record's fields in column order; ``encoded`` gives a column's value where
+        it is not the field's own (JSON text, a 0/1 flag)."""
+        return tuple(
+            encoded[name] if name in encoded else getattr(record, name) for name in self.names
+        )
+
+    def one(self, rows: Sequence[Row], kind: str, key: str) -> R:
+        """The record in the first of ``rows``; none is :class:`NotFound` ``(kind, key)``."""
+        if not rows:
+            raise NotFound(kind, key)
+        return self.read(rows[0])
+
+    def read(self, row: Row) -> R:
+        """The record in ``row``'s first ``len(self)`` values."""
+        fields = dict(zip(self.names, row[: len(self.names)], strict=True))
+        for name, decode in self._decode.items():
+            fields[name] = decode(fields[name])
+        return self.record(**fields)

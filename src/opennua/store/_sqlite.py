@@ -19,7 +19,6 @@ import os
 import sqlite3
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -31,7 +30,7 @@ from ._log import Append
 from ._migrations import migrate_sqlite
 from ._sql import Effects, Program
 from ._sqlite_ops import SQLiteDialect
-from ._unit import Unit, unit_program
+from ._unit import Pending, Unit, settle, unit_program
 from ._watch import Watcher, WatchHub
 
 T = TypeVar("T")
@@ -45,12 +44,6 @@ _WAL_AUTOCHECKPOINT_PAGES = 10_000
 _CHECKPOINT_INTERVAL_S = 0.05
 # See _preallocate_wal: a little more than the WAL reaches between two checkpoints.
 _WAL_PREALLOC_BYTES = 44 * 1024 * 1024
-
-
-@dataclass(slots=True)
-class _Pending:
-    unit: Unit
-    future: asyncio.Future[list[Any]]
 
 
 def connect(path: str | Path, *, readonly: bool = False) -> sqlite3.Connection:
@@ -160,10 +153,10 @@ class SQLiteStore(Store):
         super().__init__(blobs)
         self.path = path
         self._loop = asyncio.get_running_loop()
-        self._queue: collections.deque[_Pending] = collections.deque()
+        self._queue: collections.deque[Pending] = collections.deque()
         # Units submitted during one event-loop iteration, handed to the writer together
         # by one _flush callback (see _commit).
-        self._outbox: list[_Pending] = []
+        self._outbox: list[Pending] = []
         self._flush_scheduled = False
         self._cond = threading.Condition()
         self._stopping = False
@@ -214,7 +207,7 @@ class SQLiteStore(Store):
         # comes let the writer start a transaction on the first few and fsync them alone
         # while the rest queued behind it. _flush runs once the loop has run everything
         # that was ready, so they reach the writer as one batch (and one lock round trip).
-        self._outbox.append(_Pending(unit, future))
+        self._outbox.append(Pending(unit, future))
         if not self._flush_scheduled:
             self._flush_scheduled = True
             self._loop.call_soon(self._flush)
@@ -233,7 +226,7 @@ class SQLiteStore(Store):
             self._cond.notify()
 
     def _writer_main(self, conn: sqlite3.Connection) -> None:
-        batch: list[_Pending] = []
+        batch: list[Pending] = []
         try:
             # Here, not in open(): SQLite deletes the WAL when its last connection closes.
             _preallocate_wal(conn, self.path)
@@ -264,7 +257,7 @@ class SQLiteStore(Store):
         finally:
             conn.close()
 
-    def _fail(self, batch: list[_Pending]) -> None:
+    def _fail(self, batch: list[Pending]) -> None:
         """Fail ``batch`` and everything still queued: the writer is gone."""
         with self._cond:
             queued = list(self._queue)
@@ -426,14 +419,8 @@ class SQLiteStore(Store):
         except StoreError as exc:
             raise Unavailable(f"sqlite: {exc}") from exc
 
-    def _settle(self, live: list[_Pending], outcomes: list[Any], wakeups: dict[str, int]) -> None:
-        for pending, outcome in zip(live, outcomes, strict=True):
-            if pending.future.done():
-                continue
-            if isinstance(outcome, BaseException):
-                pending.future.set_exception(outcome)
-            else:
-                pending.future.set_result(outcome)
+    def _settle(self, live: list[Pending], outcomes: list[Any], wakeups: dict[str, int]) -> None:
+        settle(live, outcomes)
         if wakeups:
             self._hub.publish(wakeups)
 

@@ -17,7 +17,7 @@ from typing import Literal
 from ._automation import CheckSchedulerLease
 from ._errors import NotFound, WriteConflict
 from ._json import dumps, loads
-from ._sql import CHECKED_RECORDS, Dialect, Effects, Op, Program, Query, Row
+from ._sql import CHECKED_RECORDS, Columns, Dialect, Effects, Op, Program, Query
 
 DELIVERY_LEASE = "subscriptions"
 DeliveryState = Literal["pending", "delivered", "failed"]
@@ -79,53 +79,8 @@ class BehindSession:
 
 CHECKED_RECORDS.update({SubscriptionRecord, EventDelivery})
 
-_SUB_COLS = (
-    "subscription_id, workspace_id, url, events, deployment, session_id, secret_name, "
-    "created_by, created_at, disabled_at, disabled_reason, format, execution_id, "
-    "token_secret, origin"
-)
-_DLV_COLS = (
-    "subscription_id, event_id, session_id, seq, event_type, payload, state, attempts, "
-    "next_at, last_status, last_error, created_at, updated_at"
-)
-
-
-def _subscription(r: Row) -> SubscriptionRecord:
-    return SubscriptionRecord(
-        subscription_id=r[0],
-        workspace_id=r[1],
-        url=r[2],
-        events=tuple(loads(r[3])),
-        deployment=r[4],
-        session_id=r[5],
-        secret_name=r[6],
-        created_by=r[7],
-        created_at=r[8],
-        disabled_at=r[9],
-        disabled_reason=r[10],
-        format=r[11],
-        execution_id=r[12],
-        token_secret=r[13],
-        origin=r[14],
-    )
-
-
-def _delivery(r: Row) -> EventDelivery:
-    return EventDelivery(
-        subscription_id=r[0],
-        event_id=r[1],
-        session_id=r[2],
-        seq=r[3],
-        event_type=r[4],
-        payload=r[5],
-        state=r[6],
-        attempts=r[7],
-        next_at=r[8],
-        last_status=r[9],
-        last_error=r[10],
-        created_at=r[11],
-        updated_at=r[12],
-    )
+_SUB_COLS = Columns(SubscriptionRecord, decode={"events": lambda text: tuple(loads(text))})
+_DLV_COLS = Columns(EventDelivery)
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,12 +93,9 @@ class InsertSubscription(Op):
     def run(self, d: Dialect, fx: Effects) -> Program[SubscriptionRecord]:
         s = self.subscription
         yield Query(
-            f"INSERT INTO subscriptions ({_SUB_COLS}) VALUES ({', '.join('?' * 15)})",
-            (s.subscription_id, s.workspace_id, s.url, dumps(list(s.events), "events"),
-             s.deployment, s.session_id, s.secret_name, s.created_by, s.created_at,
-             s.disabled_at, s.disabled_reason, s.format, s.execution_id, s.token_secret,
-             s.origin),
-        )  # fmt: skip
+            f"INSERT INTO subscriptions ({_SUB_COLS}) VALUES ({_SUB_COLS.marks})",
+            _SUB_COLS.values(s, events=dumps(list(s.events), "events")),
+        )
         only, params = "", tuple[str, ...]()
         if s.session_id is not None:
             only, params = " AND session_id = ?", (s.session_id,)
@@ -201,15 +153,12 @@ class RecordScan(Op):
             raise WriteConflict("subscription cursor", self.session_id, "moved meanwhile")
         for v in self.deliveries:
             yield Query(
-                f"INSERT INTO subscription_deliveries ({_DLV_COLS}) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                f"INSERT INTO subscription_deliveries ({_DLV_COLS}) VALUES ({_DLV_COLS.marks}) "
                 "ON CONFLICT (subscription_id, event_id) DO UPDATE SET state = 'pending', "
                 "attempts = 0, next_at = excluded.next_at, last_status = NULL, "
                 "last_error = NULL, payload = excluded.payload, updated_at = excluded.updated_at",
-                (v.subscription_id, v.event_id, v.session_id, v.seq, v.event_type, v.payload,
-                 v.state, v.attempts, v.next_at, v.last_status, v.last_error, v.created_at,
-                 v.updated_at),
-            )  # fmt: skip
+                _DLV_COLS.values(v),
+            )
 
 
 @dataclass(frozen=True, slots=True)
@@ -308,9 +257,7 @@ def get_subscription(subscription_id: str) -> Program[SubscriptionRecord]:
     rows = yield Query(
         f"SELECT {_SUB_COLS} FROM subscriptions WHERE subscription_id = ?", (subscription_id,)
     )
-    if not rows:
-        raise NotFound("subscription", subscription_id)
-    return _subscription(rows[0])
+    return _SUB_COLS.one(rows, "subscription", subscription_id)
 
 
 def list_subscriptions(workspace_id: str | None) -> Program[list[SubscriptionRecord]]:
@@ -326,7 +273,7 @@ def list_subscriptions(workspace_id: str | None) -> Program[list[SubscriptionRec
             "ORDER BY subscription_id",
             (workspace_id,),
         )
-    return [_subscription(r) for r in rows]
+    return [_SUB_COLS.read(r) for r in rows]
 
 
 def sessions_behind(s: SubscriptionRecord, limit: int) -> Program[list[BehindSession]]:
@@ -345,15 +292,14 @@ def sessions_behind(s: SubscriptionRecord, limit: int) -> Program[list[BehindSes
 
 def due_deliveries(now: float, limit: int) -> Program[list[EventDelivery]]:
     """Pending deliveries of active subscriptions whose next try is due, oldest first."""
-    cols = ", ".join(f"v.{c.strip()}" for c in _DLV_COLS.split(","))
     rows = yield Query(
-        f"SELECT {cols} FROM subscription_deliveries v JOIN subscriptions s "
+        f"SELECT {_DLV_COLS.of('v')} FROM subscription_deliveries v JOIN subscriptions s "
         "ON s.subscription_id = v.subscription_id "
         "WHERE v.state = 'pending' AND v.next_at <= ? AND s.disabled_at IS NULL "
         "ORDER BY v.next_at LIMIT ?",
         (now, limit),
     )
-    return [_delivery(r) for r in rows]
+    return [_DLV_COLS.read(r) for r in rows]
 
 
 def list_event_deliveries(subscription_id: str, limit: int) -> Program[list[EventDelivery]]:
@@ -363,7 +309,7 @@ def list_event_deliveries(subscription_id: str, limit: int) -> Program[list[Even
         "ORDER BY created_at DESC, seq DESC LIMIT ?",
         (subscription_id, limit),
     )
-    return [_delivery(r) for r in rows]
+    return [_DLV_COLS.read(r) for r in rows]
 
 
 def get_event_delivery(subscription_id: str, event_id: str) -> Program[EventDelivery]:
@@ -372,6 +318,4 @@ def get_event_delivery(subscription_id: str, event_id: str) -> Program[EventDeli
         "AND event_id = ?",
         (subscription_id, event_id),
     )
-    if not rows:
-        raise NotFound("event", event_id)
-    return _delivery(rows[0])
+    return _DLV_COLS.one(rows, "event", event_id)

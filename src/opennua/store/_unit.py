@@ -8,9 +8,9 @@ only after the COMMIT that holds it. Results are read from handles after the blo
 from __future__ import annotations
 
 import abc
+import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any, Generic, TypeVar
 
 from ._actions import EncodedAction, decode_action, encode_actions
@@ -75,6 +75,26 @@ class Unit:
         set-based batch with other callers' (the hot path of group commit). A unit of
         several appends is one caller's all-or-nothing unit and runs alone."""
         return self.fence is None and len(self.ops) == 1 and type(self.ops[0]) is Append
+
+
+@dataclass(slots=True)
+class Pending:
+    """A unit in a backend's write queue, and the future its caller waits on."""
+
+    unit: Unit
+    future: asyncio.Future[list[Any]]
+
+
+def settle(pending: Sequence[Pending], outcomes: Sequence[Any]) -> None:
+    """Wake each caller with its unit's results, or the error that voided it (a caller
+    that stopped waiting is skipped)."""
+    for p, outcome in zip(pending, outcomes, strict=True):
+        if p.future.done():
+            continue
+        if isinstance(outcome, BaseException):
+            p.future.set_exception(outcome)
+        else:
+            p.future.set_result(outcome)
 
 
 _UNSET: Any = object()
@@ -305,12 +325,7 @@ class UnitScope(Generic[U]):
     async def __aenter__(self) -> U:
         return self._tx
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
         if exc_type is not None:
             return  # nothing was sent: dropping the buffer is the rollback
         results = await self._commit(Unit(self._fence, tuple(self._tx._ops)))

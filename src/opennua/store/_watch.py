@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from types import TracebackType
 
 
 class Watcher:
@@ -55,12 +54,7 @@ class Watcher:
     async def __aenter__(self) -> Watcher:
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         self.close()
 
 
