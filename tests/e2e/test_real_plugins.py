@@ -137,6 +137,8 @@ def test_a_real_plugin_runs_with_what_it_names_and_without_a_broken_server(
             nua,
             "real",
             *("--egress", f"127.0.0.1:{page}", "--model-alias", "opus=openai:fake"),
+            # The placeholder's loopback port, listed: the gateway tries it, nobody answers.
+            *("--egress", "127.0.0.1:9"),
             *("--mcp-url", "placeholder=http://127.0.0.1:9/mcp"),
         )
         assert saved["spec"]["model_aliases"] == {"opus": "openai:fake"}
