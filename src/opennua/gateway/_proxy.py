@@ -58,7 +58,16 @@ from ._asgi import Incoming, Outgoing, json_out
 from ._audit import AUDIT_INTERVAL, AuditLog, record_of
 from ._egress import EGRESS_PATH, Egress
 from ._redact import REFUSED, Redactor
-from ._resolve import A2A, Connection, Lookup, Refusal, Resolver, ResolverStore, addresses_of
+from ._resolve import (
+    A2A,
+    REACHABLE,
+    Connection,
+    Lookup,
+    Refusal,
+    Resolver,
+    ResolverStore,
+    addresses_of,
+)
 from ._spans import A2A_ROUTE, CallSpans
 
 
@@ -272,6 +281,8 @@ class Gateway:
                 self._session_of.clear()
             self._session_of[execution_id] = execution.session_id
             connection = await self._resolver.connection(execution.session_id, server, a2a=a2a)
+        # What this task's upstream connections may reach (the resolver's check, _pinned).
+        REACHABLE.set(connection.egress)
         call["host"] = connection.host
         tool = call.get("tool")
         named = f"{connection.prefix}__{tool}"
@@ -601,8 +612,11 @@ def _upstream_session() -> aiohttp.ClientSession:
 
     # No total limit: a tool call may stream for minutes; connecting and each read are
     # bounded instead. The caller's cookies are never kept (the jar is a dummy).
+    from ._pinned import connector
+
     timeout = aiohttp.ClientTimeout(total=None, connect=30.0, sock_read=300.0)
     return aiohttp.ClientSession(
+        connector=connector(),
         timeout=timeout,
         cookie_jar=aiohttp.DummyCookieJar(),
         skip_auto_headers=("Content-Type",),  # forwarded as the caller sent it, or not at all

@@ -13,6 +13,7 @@ import asyncio
 import ipaddress
 import socket
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Protocol
 from urllib.parse import urlsplit
@@ -44,6 +45,17 @@ RESOLVE_TIMEOUT = 10.0
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 
+#: The egress list of the deployment whose call this task is forwarding: what the upstream
+#: session's resolver lets through (`_pinned.CheckedResolver`). Set with the connection.
+REACHABLE: ContextVar[tuple[EgressRule, ...]] = ContextVar("opennua_gateway_reachable", default=())
+
+
+def reachable(rules: tuple[EgressRule, ...], host: str, port: int, address: Address) -> bool:
+    """Whether the gateway may connect to `address` for `host:port` under these rules: a
+    public address, or one an admin listed as an address or network entry."""
+    return is_public(address) or permitted(rules, host, port, address)
+
+
 async def addresses_of(host: str, port: int) -> list[Address]:
     """The addresses `host` names: itself if it is one, else what it resolves to (in
     order, once each); Refusal `egress_unresolvable` (502) if it does not resolve."""
@@ -70,10 +82,9 @@ def _check_address(
     rule the egress proxy applies to sandboxed code. Otherwise a published plugin could have
     the gateway call the services beside it (its own loopback, a metadata endpoint).
 
-    Checked at each call; the HTTP client then resolves the name again, so a name whose
-    records change in between (DNS rebinding) is not covered: for a host whose records you
-    do not control, list its address, not its name."""
-    if is_public(address) or permitted(rules, host, port, address):
+    Checked at each call, and again by the upstream session's resolver when it connects
+    (`_pinned`), so a name whose records change in between (DNS rebinding) is caught there."""
+    if reachable(rules, host, port, address):
         return
     where = host if str(address) == host else f"{host} resolves to {address}, which"
     raise Refusal(
@@ -106,6 +117,8 @@ class Connection:
     #: How the server speaks: streamable HTTP, or HTTP+SSE (a stream, and a message URL);
     #: `a2a` for a remote A2A agent.
     transport: str = "http"
+    #: The deployment's egress list: the private addresses the gateway may reach for it.
+    egress: tuple[EgressRule, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +182,7 @@ class Resolver:
             policy=resolved.policy,
             credentials=refs,
             transport=transport,
+            egress=resolved.egress,
         )
 
     async def _resolve(self, session_id: str) -> _Resolved:
