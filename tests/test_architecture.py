@@ -20,7 +20,7 @@ SRC = Path(opennua.__file__).parent
 #: Every package's `__all__`. A new public name is a decision: add it here.
 PUBLIC: dict[str, list[str]] = {
     "_common": [
-        "RetryPolicy", "env_flag", "fsync_dir", "otlp_protocol", "otlp_span_exporter",
+        "RetryPolicy", "env_flag", "fsync_dir", "json_text", "otlp_protocol", "otlp_span_exporter",
         "service_resource", "traces_enabled", "write_private",
     ],
     "protocol": [

@@ -1,10 +1,11 @@
 """What every package may use and that belongs to none of them: writing a private file
-durably, one retry policy, and the OpenTelemetry environment rules.
+durably, fast JSON text, one retry policy, and the OpenTelemetry environment rules.
 
 Imports nothing of opennua (tests/test_architecture.py), so any package may import it.
 """
 
 from opennua._common._files import fsync_dir, write_private
+from opennua._common._json import json_text
 from opennua._common._otel import (
     env_flag,
     otlp_protocol,
@@ -18,6 +19,7 @@ __all__ = [
     "RetryPolicy",
     "env_flag",
     "fsync_dir",
+    "json_text",
     "otlp_protocol",
     "otlp_span_exporter",
     "service_resource",

@@ -16,8 +16,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
+from opennua._common import json_text
 from opennua.protocol import (
     SessionState,
     action_from_dict,
@@ -102,7 +101,10 @@ class SessionStates:
             if snapshot_due(
                 state["seq"], cached.snapshot_seq, cached.ended_since, self._snapshot_every
             ):
-                await self._store.put_snapshot(session_id, state["seq"], _stored_json(state))
+                # Not the canonical form clients get (`state_to_json`: sorted keys, floats
+                # as JavaScript spells them, after a float scan that was ~15 % of a busy
+                # loop): only a Host reads a stored snapshot back (`state_from_json`).
+                await self._store.put_snapshot(session_id, state["seq"], json_text(state))
                 cached.snapshot_seq, cached.ended_since = state["seq"], False
             self._states[session_id] = cached
             self._states.move_to_end(session_id)
@@ -155,19 +157,6 @@ class SessionStates:
                     await self.fold(session_id)
                 except Exception:
                     _log.warning("snapshot of %s failed", session_id, exc_info=True)
-
-
-def _stored_json(state: SessionState) -> str:
-    """A state as its stored snapshot: JSON that `state_from_json` reads back as it was.
-
-    Not the canonical form clients get (sorted keys, floats spelled as JavaScript does:
-    `state_to_json`): only this Host reads it back. orjson writes it ~10x faster than the
-    canonical writer, whose float scan alone was 6 % of a busy server's CPU, paid at most
-    turn ends. What orjson refuses (integers past 64 bits) takes the canonical path."""
-    try:
-        return orjson.dumps(state).decode()
-    except TypeError:  # orjson.JSONEncodeError is one
-        return state_to_json(state)
 
 
 __all__ = ["SNAPSHOT_EVERY", "SessionStates"]
