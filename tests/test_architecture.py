@@ -20,8 +20,8 @@ SRC = Path(opennua.__file__).parent
 #: Every package's `__all__`. A new public name is a decision: add it here.
 PUBLIC: dict[str, list[str]] = {
     "_common": [
-        "RetryPolicy", "env_flag", "fsync_dir", "json_text", "otlp_protocol", "otlp_span_exporter",
-        "service_resource", "traces_enabled", "write_private",
+        "RetryPolicy", "env_flag", "fsync_dir", "json_text", "json_value", "otlp_protocol",
+        "otlp_span_exporter", "service_resource", "traces_enabled", "write_private",
     ],
     "protocol": [
         "ACTION_TYPES", "Accepted", "Action", "AnswerInput", "Cancel", "Conflict",

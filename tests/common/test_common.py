@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import stat
 from collections.abc import Iterator
@@ -9,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from opennua._common import RetryPolicy, env_flag, traces_enabled, write_private
+from opennua._common import RetryPolicy, env_flag, json_value, traces_enabled, write_private
 
 
 @pytest.fixture
@@ -80,3 +82,28 @@ def test_the_otel_flags_read_as_the_sdk_reads_them() -> None:
     assert not traces_enabled(
         {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_SDK_DISABLED": "true"}
     )
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"a": 1, "b": [2.5, null, true], "c": "\\u00e9"}',
+        '{"n": 1180591620717411303424}',  # 2**70: orjson would read a float
+        '{"n": -9223372036854775809}',  # 19 digits, one past a signed 64-bit integer
+        '{"n": 18446744073709551615}',
+        '{"s": "\\ud800"}',  # a lone surrogate: orjson refuses it
+        '{"x": NaN, "y": 1e400}',
+        "[0.1234567890123456789]",
+    ],
+)
+def test_json_value_reads_what_the_standard_library_reads(text: str) -> None:
+    for given in (text, text.encode()):
+        got, expected = json_value(given), json.loads(text)
+        assert repr(got) == repr(expected)  # types too: an int stays an int
+        if isinstance(got, dict) and "x" in got:
+            assert math.isnan(got["x"])
+
+
+def test_json_value_refuses_what_is_not_json() -> None:
+    with pytest.raises(ValueError):
+        json_value('{"a": ')

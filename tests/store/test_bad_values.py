@@ -206,3 +206,20 @@ async def test_a_value_json_cannot_spell_is_invalid_input_not_unavailable(store:
     with pytest.raises(InvalidInput, match="idempotency response"):
         async with store.transaction() as tx:
             tx.claim_idempotency("s", "k", "h", 1.0, object())
+
+
+async def test_numbers_past_64_bits_read_back_exactly(store: Store) -> None:
+    # The store reads bodies with orjson, which would turn these into floats silently.
+    values = {
+        "big": 2**70,
+        "below": -(2**63) - 1,  # 19 digits, past a signed 64-bit integer
+        "u64": 2**64 - 1,
+        "f": 1e308,
+        "digits": "1234567890123456789",
+        "text": "é 漢字",
+    }
+    await store.create_session("ses_n", created_at=1.0)
+    await store.append("ses_n", [{"id": "a1", "type": "t", "data": values}])
+    (read,) = await store.read("ses_n", 0, 10)
+    assert read["data"] == values
+    assert all(type(read["data"][k]) is int for k in ("big", "below", "u64"))

@@ -5,7 +5,7 @@ Imports nothing of opennua (tests/test_architecture.py), so any package may impo
 """
 
 from opennua._common._files import fsync_dir, write_private
-from opennua._common._json import json_text
+from opennua._common._json import json_text, json_value
 from opennua._common._otel import (
     env_flag,
     otlp_protocol,
@@ -20,6 +20,7 @@ __all__ = [
     "env_flag",
     "fsync_dir",
     "json_text",
+    "json_value",
     "otlp_protocol",
     "otlp_span_exporter",
     "service_resource",

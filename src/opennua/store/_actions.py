@@ -10,9 +10,10 @@ for :func:`action_from_row`.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
+
+from opennua._common import json_value
 
 from ._bodies import unpack
 from ._errors import InvalidInput
@@ -103,7 +104,7 @@ def _split_body(action: Mapping[str, Any]) -> tuple[str, str]:
 
 def action_from_row(session_id: str, action_id: str, action_type: str, body: str | bytes) -> Action:
     """The envelope a row stores, whole again (JSON text, or SQLite's compressed BLOB)."""
-    action: Action = json.loads(unpack(body))
+    action: Action = json_value(unpack(body))
     if action.get("id") == 0:  # else written whole, before bodies left the columns out
         action["session_id"], action["id"], action["type"] = session_id, action_id, action_type
     return action
