@@ -10,7 +10,7 @@ import subprocess
 import sys
 import zipfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args, get_origin, get_type_hints
 
 import httpx
 import pytest
@@ -23,6 +23,13 @@ from tests.server._harness import TOKEN, environment
 
 def _keys(typed: Any) -> tuple[frozenset[str], frozenset[str]]:
     return typed.__required_keys__, typed.__required_keys__ | typed.__optional_keys__
+
+
+def _literals(annotation: Any) -> set[Any]:
+    """The values a field's `Literal` (alone or in a union) allows; empty for other types."""
+    if get_origin(annotation) is Literal:
+        return set(get_args(annotation))
+    return {value for arg in get_args(annotation) for value in _literals(arg)}
 
 
 def _server_models() -> dict[str, type[BaseModel]]:
@@ -42,6 +49,10 @@ def test_a_type_named_like_a_server_model_has_its_fields() -> None:
     for name in mirrored:
         fields = {f.alias or n for n, f in models[name].model_fields.items()}
         assert _keys(getattr(responses, name))[1] == fields, name
+        hints = get_type_hints(getattr(responses, name))
+        for n, f in models[name].model_fields.items():
+            # A value the server may send that the client's type leaves out is a drift.
+            assert _literals(hints[f.alias or n]) == _literals(f.annotation), (name, n)
 
 
 def _has_the_keys(typed: Any, value: Any) -> None:

@@ -155,7 +155,7 @@ class ServerDoc(TypedDict):
 
     name: str
     prefix: str
-    transport: Literal["stdio", "http", "sse"]
+    transport: Literal["stdio", "http", "sse", "a2a"]
     configured: bool
 
 
