@@ -11,7 +11,9 @@ from opennua._common._otel import (
     otlp_protocol,
     otlp_span_exporter,
     service_resource,
+    traceparent_in,
     traces_enabled,
+    turn_attributes,
 )
 from opennua._common._retry import RetryPolicy
 
@@ -23,6 +25,8 @@ __all__ = [
     "otlp_protocol",
     "otlp_span_exporter",
     "service_resource",
+    "traceparent_in",
     "traces_enabled",
+    "turn_attributes",
     "write_private",
 ]
