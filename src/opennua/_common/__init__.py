@@ -1,5 +1,6 @@
 """What every package may use and that belongs to none of them: writing a private file
-durably, fast JSON text, one retry policy, and the OpenTelemetry environment rules.
+durably, fast JSON text, one retry policy, the OpenTelemetry environment rules and a
+turn's span attributes.
 
 Imports nothing of opennua (tests/test_architecture.py), so any package may import it.
 """

@@ -1,5 +1,6 @@
 """The standard `OTEL_*` environment rules every opennua process follows
-(docs/observability.md): when traces are on, and the OTLP exporter they say.
+(docs/observability.md): when traces are on, and the OTLP exporter they say; and what
+every span of a turn carries, whichever process makes it.
 
 The OpenTelemetry SDK is imported where it is used: a process with traces off never loads
 it, and importing this package stays free.
