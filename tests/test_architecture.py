@@ -21,7 +21,8 @@ SRC = Path(opennua.__file__).parent
 PUBLIC: dict[str, list[str]] = {
     "_common": [
         "RetryPolicy", "env_flag", "fsync_dir", "json_text", "json_value", "otlp_protocol",
-        "otlp_span_exporter", "service_resource", "traces_enabled", "write_private",
+        "otlp_span_exporter", "service_resource", "traceparent_in", "traces_enabled",
+        "turn_attributes", "write_private",
     ],
     "protocol": [
         "ACTION_TYPES", "Accepted", "Action", "AnswerInput", "Cancel", "Conflict",

@@ -1,5 +1,6 @@
 """What every package may use and that belongs to none of them: writing a private file
-durably, fast JSON text, one retry policy, and the OpenTelemetry environment rules.
+durably, fast JSON (text and values), one retry policy, the OpenTelemetry environment rules and a
+turn's span attributes.
 
 Imports nothing of opennua (tests/test_architecture.py), so any package may import it.
 """
@@ -11,7 +12,9 @@ from opennua._common._otel import (
     otlp_protocol,
     otlp_span_exporter,
     service_resource,
+    traceparent_in,
     traces_enabled,
+    turn_attributes,
 )
 from opennua._common._retry import RetryPolicy
 
@@ -24,6 +27,8 @@ __all__ = [
     "otlp_protocol",
     "otlp_span_exporter",
     "service_resource",
+    "traceparent_in",
     "traces_enabled",
+    "turn_attributes",
     "write_private",
 ]

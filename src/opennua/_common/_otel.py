@@ -1,5 +1,6 @@
 """The standard `OTEL_*` environment rules every opennua process follows
-(docs/observability.md): when traces are on, and the OTLP exporter they say.
+(docs/observability.md): when traces are on, and the OTLP exporter they say; and what
+every span of a turn carries, whichever process makes it.
 
 The OpenTelemetry SDK is imported where it is used: a process with traces off never loads
 it, and importing this package stays free.
@@ -8,10 +9,11 @@ it, and importing this package stays free.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.resources import Resource
+    from opentelemetry.util.types import AttributeValue
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
 
@@ -66,3 +68,35 @@ def service_resource(env: Mapping[str, str], service_name: str) -> Resource:
     from opentelemetry.sdk.resources import Resource
 
     return Resource.create({"service.name": service_name} if "OTEL_SERVICE_NAME" not in env else {})
+
+
+class Turn(Protocol):
+    """What names a turn on its spans (the store's `Execution` has it)."""
+
+    @property
+    def session_id(self) -> str: ...
+    @property
+    def turn_id(self) -> str: ...
+    @property
+    def execution_id(self) -> str: ...
+    @property
+    def trigger(self) -> Any: ...
+
+
+def turn_attributes(turn: Turn) -> dict[str, AttributeValue]:
+    """The attributes every span of a turn carries, whichever process makes it (the
+    supervisor's attempt and turn spans, the gateway's call spans)."""
+    trigger = turn.trigger if isinstance(turn.trigger, dict) else {}
+    return {
+        "opennua.session_id": turn.session_id,
+        "opennua.turn_id": turn.turn_id,
+        "opennua.execution_id": turn.execution_id,
+        "opennua.client_id": str(trigger.get("client_id") or ""),
+    }
+
+
+def traceparent_in(trace_context: object) -> str | None:
+    """The W3C `traceparent` of the turn's span in an execution's stored `trace_context`;
+    None when it was accepted without one."""
+    value = trace_context.get("traceparent") if isinstance(trace_context, dict) else None
+    return value if isinstance(value, str) else None

@@ -45,7 +45,7 @@ from opennua.store import (
 )
 
 from ._outbound import TIMEOUT, EgressRefused, Outbound, SendFailed
-from ._service import Secrets
+from ._service import SecretCache, Secrets
 from ._webhooks import sign
 
 log = logging.getLogger("opennua.automation.subscriptions")
@@ -141,7 +141,7 @@ class Deliverer:
             OrderedDict()
         )
         self._stopping = asyncio.Event()
-        self._signing: dict[tuple[str, str], str] = {}
+        self._signing = SecretCache()
         self._deployments: dict[str, str] = {}
         self.lease: SchedulerLease | None = None
         #: The last tick stopped at a page's end: there is more to do now.
@@ -407,7 +407,7 @@ class Deliverer:
         # `subscription` as this tick read it: one deleted since has no row left to record
         # on (the update touches nothing), and a receiver may get one last try.
         try:
-            secret = await self._secret(subscription)
+            secret = await self._secret(subscription, subscription.secret_name)
         except StoreError:
             raise  # the store, not the secret: the next tick tries again
         except Exception as exc:  # the secret is gone or unreadable: nothing can be signed
@@ -420,7 +420,7 @@ class Deliverer:
         if subscription.token_secret is not None:
             # A2A's push sender sends the config's token back in this header.
             try:
-                token = await self._token(subscription)
+                token = await self._secret(subscription, subscription.token_secret)
             except StoreError:
                 raise
             except Exception as exc:
@@ -471,23 +471,8 @@ class Deliverer:
         )  # fmt: skip
         return 1 if state == "delivered" else 0
 
-    async def _token(self, subscription: SubscriptionRecord) -> str:
-        assert subscription.token_secret is not None
-        key = (subscription.subscription_id, subscription.token_secret)
-        token = self._signing.get(key)
-        if token is None:
-            token = await self.secrets.get(subscription.workspace_id, subscription.token_secret)
-            self._signing[key] = token
-        return token
-
-    async def _secret(self, subscription: SubscriptionRecord) -> str:
-        # Read once per process: the secret store records every read (a write), and a
-        # subscription's secret never changes under its name.
-        key = (subscription.subscription_id, subscription.secret_name)
-        secret = self._signing.get(key)
-        if secret is None:
-            secret = await self.secrets.get(subscription.workspace_id, subscription.secret_name)
-            if len(self._signing) >= 1000:
-                self._signing.clear()
-            self._signing[key] = secret
-        return secret
+    async def _secret(self, subscription: SubscriptionRecord, name: str) -> str:
+        """The subscription's secret `name` (its signing secret or its A2A token)."""
+        return await self._signing.get(
+            self.secrets, subscription.subscription_id, subscription.workspace_id, name
+        )

@@ -70,6 +70,29 @@ class Secrets(Protocol):
     async def delete(self, workspace_id: str, name: str) -> bool: ...
 
 
+class SecretCache:
+    """Signing secrets read once per process, by (owner, secret name): the secret store
+    records every read (a write), and a hook's or subscription's secret never changes
+    under its name. Full (`size` entries), it starts again empty."""
+
+    def __init__(self, size: int = 1000) -> None:
+        self._values: dict[tuple[str, str], str] = {}
+        self._size = size
+
+    async def get(self, secrets: Secrets, owner_id: str, workspace_id: str, name: str) -> str:
+        key = (owner_id, name)
+        value = self._values.get(key)
+        if value is None:
+            value = await secrets.get(workspace_id, name)
+            if len(self._values) >= self._size:
+                self._values.clear()
+            self._values[key] = value
+        return value
+
+    def forget(self, owner_id: str, name: str) -> None:
+        self._values.pop((owner_id, name), None)
+
+
 class AutomationError(Exception):
     """A refusal: `code` is the problem code (see `opennua.server._problems`)."""
 
@@ -166,10 +189,8 @@ class Automation:
         self.host = host
         self._secrets = secrets
         self._clock = clock
-        # Signing secrets by (hook, secret name), read once per process: the secret store
-        # records every read (a write), and a hook's secret never changes under its name.
         # The hook row itself is read on every delivery, so a deleted hook is refused at once.
-        self._signing: dict[tuple[str, str], str] = {}
+        self._signing = SecretCache()
 
     @property
     def secrets(self) -> Secrets:
@@ -298,21 +319,11 @@ class Automation:
     async def hooks(self, workspace_id: str) -> list[HookRecord]:
         return await self.store.list_hooks(workspace_id)
 
-    async def _signing_secret(self, hook: HookRecord) -> str:
-        key = (hook.hook_id, hook.secret_name)
-        secret = self._signing.get(key)
-        if secret is None:
-            secret = await self.secrets.get(hook.workspace_id, hook.secret_name)
-            if len(self._signing) >= 1000:
-                self._signing.clear()
-            self._signing[key] = secret
-        return secret
-
     async def delete_hook(self, hook_id: str) -> None:
         hook = await self.hook(hook_id)
         secrets = self.secrets
         await self.store.delete_hook(hook_id)
-        self._signing.pop((hook.hook_id, hook.secret_name), None)
+        self._signing.forget(hook.hook_id, hook.secret_name)
         await secrets.delete(hook.workspace_id, hook.secret_name)
 
     async def deliver(self, hook_id: str, body: bytes, headers: Mapping[str, str]) -> Delivered:
@@ -321,7 +332,9 @@ class Automation:
         leak to whoever lacks its secret."""
         try:
             hook = await self.store.get_hook(hook_id)
-            secret = await self._signing_secret(hook)
+            secret = await self._signing.get(
+                self.secrets, hook.hook_id, hook.workspace_id, hook.secret_name
+            )
         except Exception:  # any failure to find the hook's secret is "not signed"
             raise BadSignature("unknown hook") from None
         try:

@@ -28,6 +28,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from opentelemetry.util.types import AttributeValue
 
+from opennua._common import traceparent_in, turn_attributes
 from opennua.host import parse_traceparent
 from opennua.store import Execution
 
@@ -99,7 +100,8 @@ class CallSpans:
             attributes["opennua.gateway.code"] = str(call["code"])
         parent: Context | None = None
         if execution is not None:
-            attributes.update(_execution_attributes(execution))
+            attributes.update(turn_attributes(execution))
+            attributes["opennua.attempt"] = execution.attempt
             parent = _parent(execution, header, message)
         span = self._tracer.start_span(
             name,
@@ -115,25 +117,8 @@ class CallSpans:
         span.end(end_time=time.time_ns())
 
 
-def _execution_attributes(execution: Execution) -> dict[str, AttributeValue]:
-    trigger = execution.trigger if isinstance(execution.trigger, dict) else {}
-    return {
-        "opennua.session_id": execution.session_id,
-        "opennua.turn_id": execution.turn_id,
-        "opennua.execution_id": execution.execution_id,
-        "opennua.attempt": execution.attempt,
-        "opennua.client_id": str(trigger.get("client_id") or ""),
-    }
-
-
-def _turn_traceparent(execution: Execution) -> str | None:
-    context = execution.trace_context
-    value = context.get("traceparent") if isinstance(context, dict) else None
-    return value if isinstance(value, str) else None
-
-
 def _parent(execution: Execution, header: str | None, message: dict[str, Any]) -> Context | None:
-    turn = _turn_traceparent(execution)
+    turn = traceparent_in(execution.trace_context)
     turn_trace = parse_traceparent(turn)
     params = message.get("params")
     meta = params.get("_meta") if isinstance(params, dict) else None

@@ -45,6 +45,7 @@ from ._authz import Acting, Authorized
 from ._edge import INTENT_ERRORS, AppContext, Context, errors_doc, guard_json_body
 from ._problems import Problem, problem_response
 from ._revocations import Watched
+from ._streams import until_first
 
 router = APIRouter(dependencies=[Depends(guard_json_body)])
 _ENCODER = EventEncoder()
@@ -232,14 +233,7 @@ class AguiResponse(Response):
         listener = asyncio.ensure_future(listen())
         async with self._watch as watched:
             pump = asyncio.ensure_future(self._pump(send, watched))
-            try:
-                await asyncio.wait({listener, pump}, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                for task in (pump, listener):
-                    task.cancel()
-                for task in (pump, listener):
-                    with contextlib.suppress(BaseException):
-                        await task
+            await until_first(pump, listener)
         if pump.done() and not pump.cancelled():
             error = pump.exception()
             if error is not None and not isinstance(error, OSError):

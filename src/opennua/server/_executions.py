@@ -6,6 +6,7 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, JsonValue
 
+from opennua._common import traceparent_in
 from opennua.protocol import timestamp
 
 from ._authz import Reader
@@ -106,11 +107,6 @@ async def execution(ctx: Context, auth: Reader, execution_id: str) -> JSONRespon
                 "attempt": latest.attempt if latest else None,
                 "attempt_id": latest.attempt_id if latest else None,
             },
-            "traceparent": _traceparent(e.trace_context),
+            "traceparent": traceparent_in(e.trace_context),
         }
     )
-
-
-def _traceparent(context: object) -> str | None:
-    value = context.get("traceparent") if isinstance(context, dict) else None
-    return value if isinstance(value, str) else None

@@ -145,6 +145,19 @@ class SSEResponse(Response):
         await write("", more=False)
 
 
+async def until_first(*tasks: asyncio.Future[Any]) -> None:
+    """Wait until one of `tasks` ends (a stream's two directions: the peer went, or the
+    pump did), then cancel the others and wait for every one of them to end."""
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(BaseException):
+                await task
+
+
 class _Stalled(Exception):
     """The peer stopped reading: a write did not complete within the send timeout."""
 
@@ -224,14 +237,7 @@ async def websocket_session(
 
     out = asyncio.ensure_future(pump_out())
     inbound = asyncio.ensure_future(pump_in())
-    try:
-        await asyncio.wait({out, inbound}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in (out, inbound):
-            task.cancel()
-        for task in (out, inbound):
-            with contextlib.suppress(BaseException):
-                await task
+    await until_first(out, inbound)
     failed = [
         t.exception() for t in (out, inbound) if t.done() and not t.cancelled() and t.exception()
     ]

@@ -119,14 +119,8 @@ class InsertWorkspace(Op):
 
     def run(self, d: Dialect, fx: Effects) -> Program[WorkspaceRecord]:
         w = self.workspace
-        rows = yield Query(
-            f"INSERT INTO workspaces ({_WORKSPACE_COLS}) VALUES ({_WORKSPACE_COLS.marks}) "
-            "ON CONFLICT DO NOTHING RETURNING workspace_id",
-            _WORKSPACE_COLS.values(w),
-        )
-        if not rows:
-            raise WriteConflict("workspace", w.name, "already exists")
-        return w
+        exists = WriteConflict("workspace", w.name, "already exists")
+        return (yield from _WORKSPACE_COLS.insert_new("workspaces", w, exists))
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,14 +129,8 @@ class InsertPrincipal(Op):
 
     def run(self, d: Dialect, fx: Effects) -> Program[PrincipalRecord]:
         p = self.principal
-        rows = yield Query(
-            f"INSERT INTO principals ({PRINCIPAL_COLS}) VALUES ({PRINCIPAL_COLS.marks}) "
-            "ON CONFLICT DO NOTHING RETURNING principal_id",
-            PRINCIPAL_COLS.values(p),
-        )
-        if not rows:
-            raise WriteConflict("principal", p.name, "already exists")
-        return p
+        exists = WriteConflict("principal", p.name, "already exists")
+        return (yield from PRINCIPAL_COLS.insert_new("principals", p, exists))
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,14 +187,8 @@ class InsertToken(Op):
 
     def run(self, d: Dialect, fx: Effects) -> Program[TokenRecord]:
         t = self.token
-        rows = yield Query(
-            f"INSERT INTO api_tokens ({TOKEN_COLS}) VALUES ({TOKEN_COLS.marks}) "
-            "ON CONFLICT DO NOTHING RETURNING token_id",
-            TOKEN_COLS.values(t),
-        )
-        if not rows:
-            raise WriteConflict("token", t.token_id, "already exists")
-        return t
+        exists = WriteConflict("token", t.token_id, "already exists")
+        return (yield from TOKEN_COLS.insert_new("api_tokens", t, exists))
 
 
 @dataclass(frozen=True, slots=True)

@@ -121,14 +121,8 @@ class InsertSchedule(Op):
 
     def run(self, d: Dialect, fx: Effects) -> Program[ScheduleRecord]:
         s = self.schedule
-        rows = yield Query(
-            f"INSERT INTO schedules ({_SCHEDULE_COLS}) VALUES ({_SCHEDULE_COLS.marks}) "
-            "ON CONFLICT DO NOTHING RETURNING schedule_id",
-            _SCHEDULE_COLS.values(s, paused=int(s.paused)),
-        )
-        if not rows:
-            raise WriteConflict("schedule", s.name, "already exists in this workspace")
-        return s
+        exists = WriteConflict("schedule", s.name, "already exists in this workspace")
+        return (yield from _SCHEDULE_COLS.insert_new("schedules", s, exists, paused=int(s.paused)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,14 +203,8 @@ class InsertFire(Op):
 
     def run(self, d: Dialect, fx: Effects) -> Program[FireRecord]:
         f = self.fire
-        rows = yield Query(
-            f"INSERT INTO schedule_fires ({_FIRE_COLS}) VALUES ({_FIRE_COLS.marks}) "
-            "ON CONFLICT DO NOTHING RETURNING schedule_id",
-            _FIRE_COLS.values(f),
-        )
-        if not rows:
-            raise WriteConflict("schedule fire", f"{f.schedule_id}@{f.fire_at}", "already fired")
-        return f
+        exists = WriteConflict("schedule fire", f"{f.schedule_id}@{f.fire_at}", "already fired")
+        return (yield from _FIRE_COLS.insert_new("schedule_fires", f, exists))
 
 
 @dataclass(frozen=True, slots=True)
@@ -320,14 +308,8 @@ class InsertHook(Op):
 
     def run(self, d: Dialect, fx: Effects) -> Program[HookRecord]:
         h = self.hook
-        rows = yield Query(
-            f"INSERT INTO hooks ({_HOOK_COLS}) VALUES ({_HOOK_COLS.marks}) "
-            "ON CONFLICT DO NOTHING RETURNING hook_id",
-            _HOOK_COLS.values(h),
-        )
-        if not rows:
-            raise WriteConflict("hook", h.name, "already exists in this workspace")
-        return h
+        exists = WriteConflict("hook", h.name, "already exists in this workspace")
+        return (yield from _HOOK_COLS.insert_new("hooks", h, exists))
 
 
 @dataclass(frozen=True, slots=True)
@@ -369,14 +351,8 @@ class InsertDelivery(Op):
 
     def run(self, d: Dialect, fx: Effects) -> Program[DeliveryRecord]:
         v = self.delivery
-        rows = yield Query(
-            f"INSERT INTO hook_deliveries ({_DELIVERY_COLS}) VALUES ({_DELIVERY_COLS.marks}) "
-            "ON CONFLICT DO NOTHING RETURNING hook_id",
-            _DELIVERY_COLS.values(v),
-        )
-        if not rows:
-            raise WriteConflict("hook delivery", f"{v.hook_id}/{v.delivery_id}", "already accepted")
-        return v
+        exists = WriteConflict("hook delivery", f"{v.hook_id}/{v.delivery_id}", "already accepted")
+        return (yield from _DELIVERY_COLS.insert_new("hook_deliveries", v, exists))
 
 
 def get_hook(hook_id: str) -> Program[HookRecord]:

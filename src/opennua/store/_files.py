@@ -44,14 +44,8 @@ class PutArtifact(Op):
 
     def run(self, d: Dialect, fx: Effects) -> Program[ArtifactRecord]:
         a = self.artifact
-        rows = yield Query(
-            f"INSERT INTO artifacts ({_ARTIFACT_COLS}) VALUES ({_ARTIFACT_COLS.marks}) "
-            "ON CONFLICT (artifact_id) DO NOTHING RETURNING artifact_id",
-            _ARTIFACT_COLS.values(a),
-        )
-        if not rows:
-            raise WriteConflict("artifact", a.artifact_id, "already exists")
-        return a
+        exists = WriteConflict("artifact", a.artifact_id, "already exists")
+        return (yield from _ARTIFACT_COLS.insert_new("artifacts", a, exists))
 
 
 @dataclass(frozen=True, slots=True)

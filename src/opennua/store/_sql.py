@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from ulid import ULID
 
 from ._actions import EncodedAction
-from ._errors import NotFound, StoreError
+from ._errors import NotFound, StoreError, WriteConflict
 from ._json import check_text
 
 if TYPE_CHECKING:
@@ -193,6 +193,20 @@ class Columns(Generic[R]):
         return tuple(
             encoded[name] if name in encoded else getattr(record, name) for name in self.names
         )
+
+    def insert_new(
+        self, table: str, record: R, exists: WriteConflict, **encoded: Any
+    ) -> Program[R]:
+        """Insert ``record`` as a new row of ``table`` (``encoded`` as for :meth:`values`);
+        a row already holding one of its unique keys writes nothing and raises ``exists``."""
+        rows = yield Query(
+            f"INSERT INTO {table} ({self}) VALUES ({self.marks}) "
+            f"ON CONFLICT DO NOTHING RETURNING {self.names[0]}",
+            self.values(record, **encoded),
+        )
+        if not rows:
+            raise exists
+        return record
 
     def one(self, rows: Sequence[Row], kind: str, key: str) -> R:
         """The record in the first of ``rows``; none is :class:`NotFound` ``(kind, key)``."""

@@ -13,26 +13,10 @@ from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
-from opentelemetry.util.types import AttributeValue
 
+from opennua._common import traceparent_in, turn_attributes
 from opennua.runtime import TraceScope, Tracing, context_of, link_to, pinned_ids
 from opennua.store import Claimed, Execution
-
-
-def traceparent_of(execution: Execution) -> str | None:
-    context = execution.trace_context
-    value = context.get("traceparent") if isinstance(context, dict) else None
-    return value if isinstance(value, str) else None
-
-
-def turn_attributes(execution: Execution) -> dict[str, AttributeValue]:
-    trigger = execution.trigger if isinstance(execution.trigger, dict) else {}
-    return {
-        "opennua.session_id": execution.session_id,
-        "opennua.turn_id": execution.turn_id,
-        "opennua.execution_id": execution.execution_id,
-        "opennua.client_id": str(trigger.get("client_id") or ""),
-    }
 
 
 def attempt_scope(tracing: Tracing, claimed: Claimed, supervisor_id: str, seqs: Any) -> TraceScope:
@@ -40,7 +24,7 @@ def attempt_scope(tracing: Tracing, claimed: Claimed, supervisor_id: str, seqs: 
     execution = claimed.execution
     return TraceScope(
         tracing=tracing,
-        traceparent=traceparent_of(execution),
+        traceparent=traceparent_in(execution.trace_context),
         attributes={
             **turn_attributes(execution),
             "opennua.attempt": claimed.attempt,
@@ -62,7 +46,7 @@ def emit_turn_span(
     seqs: list[int],
 ) -> None:
     """The turn's span, with the ids the Host chose (nothing when it stored none)."""
-    traceparent = traceparent_of(execution)
+    traceparent = traceparent_in(execution.trace_context)
     own = trace.get_current_span(context_of(traceparent)).get_span_context()
     if not own.is_valid:
         return
