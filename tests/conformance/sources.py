@@ -85,6 +85,22 @@ def turn_simple() -> Log:
     return log
 
 
+@vector(
+    "a turn as the runtime logs it now: queued from turn.started, running from each"
+    " attempt_started (no turn.state for either), requires_action, running again, ended"
+)
+def turn_states_from_facts() -> Log:
+    log = Log()
+    log.session()
+    log.turn(T1, "Hello")
+    log.attempt(T1, 1)
+    log.state(T1, "requires_action")
+    log.attempt(T1, 2, resumed=True)
+    log.stream(T1, R, "msg_a1", "Done")
+    log.end(T1)
+    return log
+
+
 @vector("message.added records a whole assistant message with its content parts")
 def message_added() -> Log:
     log = Log()

@@ -62,17 +62,17 @@ async def test_create_session_is_idempotent(env: Env) -> None:
 async def test_accepted_message_is_one_unit_with_deterministic_ids(env: Env) -> None:
     sid = await _session(env.host)
     result = await _accept(env.host.submit(sid, _msg("int_m")))
-    started, queued = (await env.host.history(sid, after=1))[:2]
+    # One action: `turn.started` opens the turn queued; no `turn.state` repeats it.
+    (started,) = await env.host.history(sid, after=1)
     assert started["id"] == action_id(f"host:{sid}", "int_m/turn.started")
     assert started["ts"] == "2027-01-15T08:00:00.000Z"
-    assert queued["data"] == {"state": "queued"}
     execution = await env.store.get_execution(result.ids["execution_id"])
     assert (execution.snapshot_digest or "").startswith("sha256:")
     assert execution.deadline_at == env.clock() + 3600
     assert execution.trigger["kind"] == "message" and execution.trigger["client_id"] == "cli_a"
     # Replaying the intent returns the stored result and appends nothing.
     assert await env.host.submit(sid, _msg("int_m")) == result
-    assert len(await env.host.history(sid)) == 3
+    assert len(await env.host.history(sid)) == 2
 
 
 async def test_rejections_are_not_stored_so_the_key_can_be_retried(env: Env) -> None:
@@ -215,7 +215,7 @@ async def test_snapshot_is_stored_every_500_actions_and_equals_replay(env: Env) 
     assert stored is not None and stored.seq == 601
     await env.host.submit(sid, _msg("int_m"))
     seq, state = await env.host.snapshot(sid)
-    assert seq == 603
+    assert seq == 602
     stored = await env.store.get_snapshot(sid)
     assert stored is not None and stored.seq == 601  # not yet: no turn ended
     # A fresh host (no cache) starts from the stored snapshot and reduces the tail.

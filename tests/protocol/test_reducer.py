@@ -128,6 +128,27 @@ def test_hitl_status_follows_the_request() -> None:
     assert request["option_id"] == "allow"
 
 
+def test_a_turn_is_queued_from_its_start_and_running_from_each_attempt() -> None:
+    log = VECTORS["turn_states_from_facts"][1]()
+    state = initial_state()
+    seen = []
+    for raw in log.actions:
+        state = reduce(state, action_from_dict(raw))
+        if state["turns"]:
+            seen.append((raw["type"], state["turns"][0]["state"], state["status"]))
+    assert seen[:4] == [
+        ("turn.started", "queued", "running"),
+        ("execution.attempt_started", "running", "running"),
+        ("turn.state", "requires_action", "requires_action"),
+        ("execution.attempt_started", "running", "running"),
+    ]
+    assert seen[-1] == ("turn.ended", "ended", "idle")
+    # An attempt reported after the turn ended (a late writer) does not reopen it.
+    log.attempt("trn_01", 3)
+    after = reduce(state, action_from_dict(log.actions[-1]))
+    assert after["turns"][0]["state"] == "ended" and after["anomalies"] == []
+
+
 def test_cancelled_turn_is_not_waiting_for_input() -> None:
     state = _state("cancelled_turn_with_open_request")
     assert state["open_input_requests"] == []

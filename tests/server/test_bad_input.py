@@ -110,7 +110,7 @@ async def test_lone_surrogates_are_refused_at_the_edge_naming_the_field(env: Env
         good = {"content": [{"type": "text", "text": "still here ✓"}]}
         assert (await client.post(f"/v1/sessions/{sid}/messages", json=good)).status_code == 202
         actions = (await client.get(f"/v1/sessions/{sid}/actions")).json()["actions"]
-        assert [a["type"] for a in actions] == ["session.created", "turn.started", "turn.state"]
+        assert [a["type"] for a in actions] == ["session.created", "turn.started"]
         listed = (await client.get("/v1/sessions")).json()["items"]
         assert len(listed) == 1
 

@@ -23,12 +23,12 @@ def _client(base: str) -> httpx.AsyncClient:
     return httpx.AsyncClient(base_url=f"http://{base}", headers=AUTH, timeout=10)
 
 
-async def _session_with_two_turns(client: httpx.AsyncClient) -> str:
+async def _session_with_four_turns(client: httpx.AsyncClient) -> str:
     sid: str = (await client.post("/v1/sessions", json={"title": "s"})).json()["session_id"]
-    for text in ("one", "two"):
+    for text in ("one", "two", "three", "four"):
         body = {"content": [{"type": "text", "text": text}]}
         assert (await client.post(f"/v1/sessions/{sid}/messages", json=body)).status_code == 202
-    return sid  # 5 actions
+    return sid  # 5 actions: session.created, then a turn.started each
 
 
 async def _seqs(ws: ClientConnection, count: int, timeout: float = 5.0) -> list[int]:
@@ -53,7 +53,7 @@ async def _sse_lines(lines_in: AsyncIterator[str], until: str, timeout: float = 
 
 async def test_a_cursor_beyond_the_head_gets_resync_and_freezes_nobody(env: Env) -> None:
     async with serving(env.app) as base, _client(base) as client:
-        sid = await _session_with_two_turns(client)
+        sid = await _session_with_four_turns(client)
         url = f"ws://{base}/v1/sessions/{sid}/ws"
         # The first subscriber claims to have seen seq 1,000,000 and stays connected.
         async with client.stream("GET", f"/v1/sessions/{sid}/events?after=1000000") as first:
@@ -63,9 +63,9 @@ async def test_a_cursor_beyond_the_head_gets_resync_and_freezes_nobody(env: Env)
             # A later subscriber gets its backlog and then every live action.
             async with connect(f"{url}?after=0", additional_headers=AUTH) as ws:
                 assert await _seqs(ws, 5) == [1, 2, 3, 4, 5]
-                body = {"content": [{"type": "text", "text": "three"}]}
+                body = {"content": [{"type": "text", "text": "five"}]}
                 await client.post(f"/v1/sessions/{sid}/messages", json=body)
-                assert await _seqs(ws, 2) == [6, 7]
+                assert await _seqs(ws, 1) == [6]
             # The first one was told to resync (to the head it was connected at).
             lines = await _sse_lines(first_lines, "data: ")
             assert "event: resync" in lines
@@ -74,11 +74,11 @@ async def test_a_cursor_beyond_the_head_gets_resync_and_freezes_nobody(env: Env)
         beyond = {"Last-Event-ID": "1000000"}
         async with client.stream("GET", f"/v1/sessions/{sid}/events", headers=beyond) as r:
             lines = await _sse_lines(r.aiter_lines(), "data: ")
-            assert "event: resync" in lines and lines[-1] == 'data: {"seq": 7}'
+            assert "event: resync" in lines and lines[-1] == 'data: {"seq": 6}'
         # So is a WebSocket's cursor: resync, then close 4000.
         async with connect(f"{url}?after=1000000", additional_headers=AUTH) as ws:
             frame = json.loads(await asyncio.wait_for(ws.recv(), 5))
-            assert frame == {"type": "resync", "seq": 7}
+            assert frame == {"type": "resync", "seq": 6}
             with pytest.raises(ConnectionClosed) as closed:
                 await asyncio.wait_for(ws.recv(), 5)
             assert closed.value.rcvd is not None and closed.value.rcvd.code == 4000
@@ -101,7 +101,7 @@ async def test_a_subscriber_leaving_during_the_first_read_leaves_the_backlog_int
     monkeypatch.setattr(env.store, "read", read)
     async with serving(env.app) as base, _client(base) as client:
         for attempt in range(8):
-            sid = await _session_with_two_turns(client)
+            sid = await _session_with_four_turns(client)
             slow.set()
             async with client.stream("GET", f"/v1/sessions/{sid}/events?after=0") as response:
                 await _sse_lines(response.aiter_lines(), ": connected")
@@ -113,7 +113,7 @@ async def test_a_subscriber_leaving_during_the_first_read_leaves_the_backlog_int
                 assert await _seqs(ws, 5) == [1, 2, 3, 4, 5], f"attempt {attempt}"
                 body = {"content": [{"type": "text", "text": "live"}]}
                 await client.post(f"/v1/sessions/{sid}/messages", json=body)
-                assert await _seqs(ws, 2) == [6, 7], f"attempt {attempt}"
+                assert await _seqs(ws, 1) == [6], f"attempt {attempt}"
             assert env.hub.open_streams == 0 or await _drained(env)
 
 

@@ -42,7 +42,7 @@ async def test_a_message_is_one_unit_and_three_reads_and_is_not_read_back(
             response = await client.post(f"/v1/sessions/{sid}/messages", json=body)
             assert response.status_code == 202, response.text
             # Queued for the live client already, and the Hub read nothing back.
-            assert subscription.queued[0] == 2
+            assert subscription.queued[0] == 1  # its turn.started
             assert visits == [
                 "read:lookup_idempotency",
                 "read:get_session",
@@ -74,11 +74,11 @@ async def test_an_answer_is_one_unit_and_is_not_read_back_by_the_hub(
 
 
 async def _until(subscription: Any, turn_id: str) -> Any:
-    """Frames until the turn's `turn.state` (the accepted message's last action)."""
+    """Frames until the turn's `turn.started` (the accepted message's one action)."""
     import json
 
     async for frame in subscription:
         yield frame
         action = json.loads(frame.json)
-        if action["type"] == "turn.state" and action["turn_id"] == turn_id:
+        if action["type"] == "turn.started" and action["turn_id"] == turn_id:
             return

@@ -78,6 +78,10 @@ async def test_demo_suspends_resumes_after_answer_and_completes(
         assert turn["state"] == "ended" and turn["stop_reason"] == "end_turn"
         assert [a["attempt"] for a in turn["attempts"]] == [1, 2]
         assert turn["attempts"][1]["resumed_from_checkpoint"] is True
+        # Each attempt's start says the turn runs; a `turn.state` says only the wait.
+        log = await store.read(SID, 0, 10_000)
+        states = [a["data"]["state"] for a in log if a["type"] == "turn.state"]
+        assert states == ["requires_action"]
         assert len(turn["workers"]) == 1
         assert [a["name"] for a in state["artifacts"].values()] == ["report.md"]
         shell = next(c for c in turn["tool_calls"].values() if c["name"] == "shell")

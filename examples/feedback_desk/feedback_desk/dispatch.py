@@ -206,8 +206,8 @@ def apply_event(db: Database, payload: dict[str, Any]) -> str:
         }
     elif kind == "input_request.opened":
         fields["status"] = "waiting for us"
-    elif kind == "input_request.resolved":
-        fields["status"] = "working"
+    elif kind in ("input_request.resolved", "execution.attempt_started"):
+        fields["status"] = "working"  # an attempt runs the turn (docs/protocol.md)
     elif kind == "turn.state":
         fields["status"] = status_of_turn({"state": action["data"]["state"]})
     else:

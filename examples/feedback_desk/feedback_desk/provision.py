@@ -18,7 +18,7 @@ PLUGIN_DIR = Path(__file__).parent / "plugin"
 PLUGIN = "feedback-desk"
 DEPLOYMENT = "feedback-desk"
 SECRET = "feedback-desk-api-key"
-EVENTS = "turn.ended,input.requested,input_request.resolved,turn.state"
+EVENTS = "turn.ended,input.requested,input_request.resolved,turn.state,execution.attempt_started"
 #: The CLI's exit code for "already exists" (docs/cli.md).
 EXISTS = 4
 

@@ -118,7 +118,10 @@ def _post(client: TestClient, payload: dict[str, Any], *, secret: str = SECRET,
 def test_deliveries_are_verified_idempotent_and_ordered(desk: tuple[TestClient, Database]) -> None:
     client, db = desk
     _dispatched(db)
-    running = _event(5, "turn.state", {"state": "running"})
+    # An attempt starting is what says the turn runs (no `turn.state running` follows it).
+    attempt = {"execution_id": "exe_1", "attempt": 1, "attempt_id": "att_1",
+               "supervisor_id": "sup", "resumed_from_checkpoint": False}  # fmt: skip
+    running = _event(5, "execution.attempt_started", attempt)
     result = {"category": "bug", "severity": 2, "evidence": [], "suspected_duplicates": [],
               "internal_analysis": "a", "reply_draft": "Thanks"}  # fmt: skip
     ended = _event(9, "turn.ended", {"stop_reason": "end_turn"},
@@ -128,7 +131,7 @@ def test_deliveries_are_verified_idempotent_and_ordered(desk: tuple[TestClient, 
     assert forged.status_code == 401 and forged.json()["code"] == "bad_signature"
     stale = _post(client, running, when=datetime.fromtimestamp(time.time() - 3600, UTC))
     assert stale.status_code == 401  # a replayed capture outside the tolerance
-    tampered = json.dumps(running).replace("running", "queued")
+    tampered = json.dumps(running).replace('"attempt": 1', '"attempt": 2')
     signed = Webhook(SECRET).sign("evt_5", datetime.now(UTC), json.dumps(running))
     headers = {"webhook-id": "evt_5", "webhook-timestamp": str(int(time.time())),
                "webhook-signature": signed}  # fmt: skip
@@ -145,7 +148,7 @@ def test_deliveries_are_verified_idempotent_and_ordered(desk: tuple[TestClient, 
     assert _post(client, ended).json()["result"] == "duplicate"
     assert db.dispatch("T-1001", 1)["reply_edit"] == "edited by a person"  # type: ignore[index]
     # An older fact delivered late (a retried try of seq 7) does not move the status back.
-    late = _event(7, "turn.state", {"state": "running"})
+    late = _event(7, "execution.attempt_started", attempt | {"attempt": 2})
     assert _post(client, late).json()["result"] == "stale"
     assert db.dispatch("T-1001", 1)["status"] == "draft ready"  # type: ignore[index]
     assert [e["event_id"] for e in db.events_list()] == ["evt_5", "evt_9", "evt_7"]

@@ -774,15 +774,6 @@ class SessionHost:
             turn_id=turn_id,
             now=now,
         )
-        queued = self._action(
-            session_id,
-            intent,
-            "turn.state",
-            "turn.state",
-            {"state": "queued"},
-            turn_id=turn_id,
-            now=now,
-        )
         async with self.store.transaction() as tx:
             if new_session is not None:
                 tx.create_session(new_session[0])
@@ -817,7 +808,8 @@ class SessionHost:
             if also is not None:
                 also(tx, session_id, turn_id, execution_id)
             first = [new_session[1]] if new_session else []
-            tx.append(session_id, [*first, started, queued])
+            # `turn.started` opens the turn `queued` (the reducer): no `turn.state` says it again.
+            tx.append(session_id, [*first, started])
             if also is None:
                 self._claim(tx, session_id, intent, result)
         await self._published(session_id, tx)

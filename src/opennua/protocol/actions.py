@@ -352,7 +352,7 @@ class SessionUpdated(_Frozen):
 
 
 class TurnStarted(_Frozen):
-    """A turn began: an accepted execution and the input it answers."""
+    """A turn began, `queued`: an accepted execution and the input it answers."""
 
     execution_id: Id
     """The execution that carries the turn (`exe_…`)."""
@@ -371,7 +371,9 @@ class TurnStarted(_Frozen):
 
 
 class TurnState(_Frozen):
-    """The turn's execution state moved (queued, running, waiting for a person)."""
+    """The turn waits for a person (`requires_action`), or runs again after a model
+    retry's wait. A turn is `queued` from `turn.started` and `running` from each
+    `execution.attempt_started`; no `turn.state` repeats those."""
 
     state: Literal["queued", "running", "requires_action"]
     """Where the execution is; `requires_action`: an input request is open."""
@@ -394,7 +396,8 @@ class TurnEnded(_Frozen):
 
 
 class AttemptStarted(_Frozen):
-    """A supervisor claimed the execution and started an attempt (first or after a loss)."""
+    """A supervisor claimed the execution and started an attempt (first, after a loss, or
+    after an answer): the turn is `running` from here."""
 
     execution_id: Id
     """The execution attempted."""

@@ -288,6 +288,12 @@ def _attempt_started(state: SessionState, action: a.AttemptStartedAction) -> Non
             "started_at": action.ts,
         }
     )
+    if turn["state"] != "ended":
+        # An attempt runs its turn: no `turn.state running` says so again (logs written
+        # before that hold both, and fold the same).
+        turn["state"] = "running"
+        turn["model_retry"] = None
+        _derive_status(state)
 
 
 def _new_message(state: SessionState, action: a.Action, message: Message) -> None:

@@ -272,13 +272,6 @@ class AttemptRunner:
                 },
                 ts,
             ),
-            host_action(
-                claimed.execution,
-                f"attempt/{claimed.attempt}/running",
-                "turn.state",
-                {"state": "running", "attempt": claimed.attempt},
-                ts,
-            ),
             *restored,
         ]
         await self._write(lambda tx: tx.append(claimed.execution.session_id, actions))

@@ -317,6 +317,13 @@ function attemptStarted(state, action) {
     resumed_from_checkpoint: d.resumed_from_checkpoint,
     started_at: action.ts,
   });
+  if (turn.state !== "ended") {
+    // An attempt runs its turn: no `turn.state running` says so again (logs written
+    // before that hold both, and fold the same).
+    turn.state = "running";
+    turn.model_retry = null;
+    deriveStatus(state);
+  }
 }
 
 // A message of the action's turn, placed in its run's timeline; ids never repeat.
