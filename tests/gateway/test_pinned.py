@@ -1,16 +1,19 @@
 """The gateway's upstream connections look a name up through a resolver that keeps only the
 addresses the current call may reach (gateway/_pinned.py): a name that looked public when
 the call was checked but resolves to loopback when the connection is made (DNS rebinding)
-does not connect there, unless the deployment listed that address."""
+does not connect there, unless the deployment listed that address; and a connection kept
+alive for one deployment's call is not reused by a call with another egress list."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Any, cast
 
 import aiohttp
 import pytest
 from aiohttp import web
 
+from opennua.gateway import Gateway
 from opennua.gateway._pinned import CheckedResolver, connector
 from opennua.gateway._resolve import REACHABLE
 from opennua.host import parse_rules
@@ -76,3 +79,33 @@ async def test_the_resolver_keeps_public_addresses_and_drops_the_others() -> Non
         assert kept and all(r["host"].startswith("127.") for r in kept)
     finally:
         await resolver.close()
+
+
+async def _get_with(session: aiohttp.ClientSession, url: str) -> int:
+    async with session.get(url) as answer:
+        await answer.read()
+        return answer.status
+
+
+async def test_a_kept_alive_connection_serves_only_calls_with_the_list_that_opened_it(
+    local_port: int,
+) -> None:
+    gateway = Gateway(cast(Any, None), cast(Any, None))
+    url = f"http://localhost:{local_port}/"
+    listed, public_only = parse_rules([f"127.0.0.1:{local_port}"]), ()
+    try:
+        REACHABLE.set(listed)
+        assert await _get_with(gateway._session(listed), url) == 200
+        # Why one session per list: the connection just opened stays open, and a call
+        # whose list does not allow the address would be carried over it unchecked.
+        REACHABLE.set(public_only)
+        assert await _get_with(gateway._session(listed), url) == 200
+        assert HITS == ["/", "/"]
+        # The gateway hands that call its own list's session, which must resolve again.
+        assert gateway._session(public_only) is not gateway._session(listed)
+        assert gateway._session(listed) is gateway._session(listed)
+        with pytest.raises(aiohttp.ClientConnectorError):
+            await _get_with(gateway._session(public_only), url)
+        assert HITS == ["/", "/"]
+    finally:
+        await gateway.aclose()

@@ -41,6 +41,7 @@ from opentelemetry.trace import TracerProvider
 from starlette.types import Receive, Scope, Send
 
 from opennua.auth import ROLES, Role, grant_problem
+from opennua.host import EgressRule
 from opennua.secrets import SecretError, SecretKeyError, SecretStore
 from opennua.store import (
     Execution,
@@ -126,7 +127,8 @@ class Gateway:
         # aiohttp, not httpx: its client was two thirds of the gateway's CPU per call
         # (py-spy on benchmarks/gateway.py). Made on first use, inside the running loop.
         self._new_upstream = upstream or _upstream_session
-        self._upstream: aiohttp.ClientSession | None = None
+        #: One upstream session per deployment egress list (`_session`).
+        self._upstreams: dict[tuple[EgressRule, ...], aiohttp.ClientSession] = {}
         self.audit = AuditLog(store, interval=audit_interval)
         #: A span per answered request, when tracing is on (`_spans`).
         self._spans = CallSpans(tracer_provider)
@@ -144,8 +146,8 @@ class Gateway:
 
     async def aclose(self) -> None:
         await self.audit.aclose()
-        if self._upstream is not None:
-            await self._upstream.close()
+        for upstream in self._upstreams.values():
+            await upstream.close()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "websocket" and scope["path"] == EGRESS_PATH:
@@ -216,7 +218,8 @@ class Gateway:
         url = _target(checked.connection, request, sub)
         if request.method == "GET":
             c = checked
-            return _EventStream(self._session(), request, c.connection, c.headers, c.redact)
+            upstream = self._session(c.connection.egress)
+            return _EventStream(upstream, request, c.connection, c.headers, c.redact)
         audited = message.get("method") == "tools/call"
         return await self._forward(request, url, body, message, checked, call, started, audited)
 
@@ -425,10 +428,16 @@ class Gateway:
             headers[ref.header] = value
         return headers
 
-    def _session(self) -> aiohttp.ClientSession:
-        if self._upstream is None:
-            self._upstream = self._new_upstream()
-        return self._upstream
+    def _session(self, egress: tuple[EgressRule, ...]) -> aiohttp.ClientSession:
+        """The upstream session of the calls whose deployment has this egress list. A
+        kept-alive connection was checked against the list of the call that opened it
+        (`_pinned`): reused by a call with another list, it would carry that call to an
+        address its own list does not allow. Deployments are few and admin-made, so are
+        their lists; idle connections close after aiohttp's keep-alive time."""
+        upstream = self._upstreams.get(egress)
+        if upstream is None:
+            upstream = self._upstreams[egress] = self._new_upstream()
+        return upstream
 
     async def _forward(
         self,
@@ -443,7 +452,7 @@ class Gateway:
     ) -> Outgoing:
         """Send the request upstream and answer with what came back, redacted; `audited`:
         a tool call (MCP `tools/call`, A2A `SendMessage`), audited with its outcome."""
-        upstream = self._session()
+        upstream = self._session(checked.connection.egress)
         headers, redact = checked.headers, checked.redact
         import aiohttp  # loaded by now: the session is an aiohttp one
 
