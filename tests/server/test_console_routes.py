@@ -4,6 +4,7 @@ people, a hook's deliveries and what a plugin version contains."""
 
 from __future__ import annotations
 
+import json
 from decimal import Decimal
 from typing import Any
 
@@ -178,9 +179,12 @@ async def test_people_deliveries_and_a_versions_contents(env: Env) -> None:
         }
         problem(await c.get("/v1/hooks/hok_nope/deliveries"), 404, "not_found")
 
+        review = {"url": "https://agents.example.com/v1/a2a/review", "description": "reviews"}
         files = plugin_files("1.0.0") | {
             "commands/hello.md": b"---\ndescription: hi\n---\nSay hi\n",
             "output-styles/terse.md": b"Answer in one sentence.\n",
+            ".a2a.json": json.dumps({"agents": {"Review Bot": review}}).encode(),
+            "opennua.toml": b'[access]\negress = ["agents.example.com"]\n',
         }
         assert (await publish(c, files)).status_code == 201
         got = await c.get("/v1/plugins/helper/versions/1.0.0/contents")
@@ -191,6 +195,12 @@ async def test_people_deliveries_and_a_versions_contents(env: Env) -> None:
             "output-styles/: ignored: output styles shape Claude Code's terminal, which "
             "opennua does not have"
         ]
+        # The A2A agents beside the MCP servers: one namespace, one list to read.
+        assert [(s["name"], s["kind"], s["url"]) for s in doc["servers"]] == [
+            ("notes", "stdio", None),
+            ("Review Bot", "a2a", review["url"]),
+        ]
+        assert doc["servers"][1]["description"] == "reviews"
         version = (await c.get("/v1/plugins/helper/versions/1.0.0")).json()
         assert version["publisher_id"] == me["principal_id"]
         problem(await c.get("/v1/plugins/helper/versions/9.9.9/contents"), 404, "not_found")

@@ -14,7 +14,7 @@ from pydantic import BaseModel, JsonValue
 
 from opennua.auth import NEEDS, Permission, Role, allows
 from opennua.host import Scope
-from opennua.plugins import McpServerSpec, Plugin
+from opennua.plugins import A2aAgentSpec, McpServerSpec, Plugin
 from opennua.protocol import timestamp
 from opennua.protocol.intents import NAME_PATTERN
 
@@ -152,6 +152,22 @@ def _server(s: McpServerSpec) -> dict[str, Any]:
         "url": s.url,
         "env": sorted(s.env),
         "headers": sorted(s.headers),
+        "description": "",
+    }
+
+
+def _agent(a: A2aAgentSpec) -> dict[str, Any]:
+    """A `.a2a.json` agent, in the servers' shape: the two share one namespace (a
+    deployment's `tools` and `credentials` name either), so a reader sees them together."""
+    return {
+        "name": a.name,
+        "kind": "a2a",
+        "command": None,
+        "args": [],
+        "url": a.url or None,
+        "env": [],
+        "headers": sorted(a.headers),
+        "description": a.description,
     }
 
 
@@ -184,7 +200,7 @@ def contents_doc(p: Plugin) -> dict[str, Any]:
             }
             for a in p.agents
         ],
-        "servers": [_server(s) for s in p.mcp_servers],
+        "servers": [_server(s) for s in p.mcp_servers] + [_agent(a) for a in p.a2a_agents],
         "settings": {
             "instructions_file": p.settings.instructions_file,
             "instructions": p.settings.instructions,
@@ -214,8 +230,9 @@ async def plugin_contents(
     name: Annotated[str, Path(pattern=NAME_PATTERN)],
     version: Annotated[str, Path(max_length=128)],
 ) -> JSONResponse:
-    """A published version as the plugin format reads it: its skills, sub-agents and
-    MCP servers (environment and header *names* only), its settings and warnings."""
+    """A published version as the plugin format reads it: its skills, sub-agents, MCP
+    servers and A2A agents (environment and header *names* only), its settings and
+    warnings."""
     registry = ctx.host.registry
     found = await registry.version(name, version, _scope(auth))
     return JSONResponse(contents_doc(await registry.plugin_of(found)))

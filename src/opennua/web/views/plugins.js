@@ -1,9 +1,9 @@
 // Plugins (`#/plugins`) and one plugin (`#/plugins/<name>[/<version>]`): its channels and
 // where they point, every version with its digest and publisher, the release history, and a
 // version's files and contents as the plugin format reads them (skills, sub-agents, MCP
-// servers, settings, warnings). Release and roll back ask first, and say that only later
-// sessions change. Refreshed twice a second, so a release made elsewhere (the CLI) shows
-// within a second.
+// servers and A2A agents, settings, warnings). Release and roll back ask first, and say
+// that only later sessions change. Refreshed twice a second, so a release made elsewhere
+// (the CLI) shows within a second.
 
 import { fill, h } from "./dom.js";
 import { bytes } from "./format.js";
@@ -247,10 +247,11 @@ function versionDetail(doc, c) {
           h("details", null, h("summary", null, a.path), h("pre", null, a.instructions)),
         ],
       ),
-      section("MCP servers", c.servers, (s) => [
+      section("MCP servers and A2A agents", c.servers, (s) => [
         h("strong", null, s.name),
-        ` (${s.kind}) `,
-        h("code", null, s.url ?? [s.command, ...s.args].filter(Boolean).join(" ")),
+        ` (${s.kind === "a2a" ? "A2A agent" : s.kind}) `,
+        h("code", null, s.url ?? ([s.command, ...s.args].filter(Boolean).join(" ") || "URL set by a deployment")),
+        s.description ? ` — ${s.description}` : null,
         s.env.length ? h("span", { class: "meta" }, ` · env: ${s.env.join(", ")}`) : null,
         s.headers.length ? h("span", { class: "meta" }, ` · headers: ${s.headers.join(", ")}`) : null,
       ]),
