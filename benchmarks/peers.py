@@ -29,7 +29,7 @@ from typing import Any, TypedDict
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks._durable import claimed_journal
+from benchmarks._durable import claim_journal
 from pydantic_ai.messages import ModelMessagesTypeAdapter, ModelResponse, ToolCallPart
 from pydantic_ai.usage import RequestUsage
 
@@ -52,32 +52,44 @@ async def ours(
     idempotent: bool,
     data_dir: str | None,
     before_close: Callable[[], None] | None = None,
+    executions: int = 1,
 ) -> tuple[float, int]:
+    """`steps` durable steps split over `executions` running at once on one store: the
+    store's writer puts the commits that arrive together into one transaction, one fsync."""
+
     @tool("emit", idempotent=idempotent)
     def emit(ctx: ToolContext, i: int) -> str:
         return payload(i)
 
-    def step(messages: list[Any]) -> ScriptStep:
-        # O(1), like a peer's node function: every response before this one asked for
-        # BATCH calls, and the history alternates request / response.
-        done = min(len(messages) // 2 * BATCH, steps)
-        if done >= steps:
-            return ScriptStep(text="done", usage=USAGE)
-        n = min(BATCH, steps - done)
-        return ScriptStep(calls=tuple(call("emit", i=done + k) for k in range(n)), usage=USAGE)
+    def script(steps: int) -> Callable[[list[Any]], ScriptStep]:
+        def step(messages: list[Any]) -> ScriptStep:
+            # O(1), like a peer's node function: every response before this one asked for
+            # BATCH calls, and the history alternates request / response.
+            done = min(len(messages) // 2 * BATCH, steps)
+            if done >= steps:
+                return ScriptStep(text="done", usage=USAGE)
+            n = min(BATCH, steps - done)
+            return ScriptStep(calls=tuple(call("emit", i=done + k) for k in range(n)), usage=USAGE)
+
+        return step
 
     agent = dataclasses.replace(default_agent("scripted:bench"), tools=(emit,))
-    store, journal, _ = await claimed_journal(url, data_dir)
+    store = await open_store(url, data_dir=data_dir)
     try:
-        env = RunEnv(
-            execution_id="exe_bench",
-            root_run_id="run_01JD0000000000000000000000",
-            workdir=Path(data_dir or "."),
-            ids=DerivedIds("bench", ms=1_764_403_200_000),
-        )
-        loop = AgentLoop(
-            agent, journal, env, model=ScriptedModel(step), limits=Limits(max_steps=steps)
-        )
+        share = steps // executions
+        loops = []
+        for k in range(executions):
+            journal, eid = await claim_journal(store, k + 1)
+            env = RunEnv(
+                execution_id=eid,
+                root_run_id=f"run_01JD00000000000000000000{k:02d}",
+                workdir=Path(data_dir or "."),
+                ids=DerivedIds(f"bench{k}", ms=1_764_403_200_000),
+            )
+            model = ScriptedModel(script(share))
+            loops.append(
+                AgentLoop(agent, journal, env, model=model, limits=Limits(max_steps=share))
+            )
         # pydantic builds its message (de)serializers lazily, once per process (~0.2 s);
         # pay that before timing, as the peers compile their graphs before theirs.
         ModelMessagesTypeAdapter.validate_python(
@@ -86,14 +98,14 @@ async def ours(
             )
         )
         t0 = time.perf_counter()
-        outcome = await loop.run("go")
+        outcomes = await asyncio.gather(*(loop.run("go") for loop in loops))
         elapsed = time.perf_counter() - t0
-        assert type(outcome).__name__ == "Completed", outcome
+        assert all(type(o).__name__ == "Completed" for o in outcomes), outcomes
         if before_close is not None:
             before_close()  # e.g. read the WAL, which SQLite deletes at close
     finally:
         await store.close()
-    return steps / elapsed, await _size(url, data_dir)
+    return share * executions / elapsed, await _size(url, data_dir)
 
 
 async def _size(url: str, data_dir: str | None) -> int:
@@ -201,6 +213,17 @@ def _row(name: str, rate: float, size: int | None, steps: int) -> None:
     print(f"  {name:34s} {rate:8.0f} steps/s  {per}")
 
 
+def _variants(executions: int) -> list[tuple[bool, int]]:
+    """(idempotent, executions at once): one execution each way, then side-effecting
+    steps of several executions, whose commits the store groups."""
+    return [(True, 1), (False, 1)] + ([(False, executions)] if executions > 1 else [])
+
+
+def _label(idempotent: bool, executions: int) -> str:
+    kind = "idempotent" if idempotent else "side-effecting"
+    return f"opennua ({kind} tool" + (f", {executions} at once)" if executions > 1 else ")")
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=2000)
@@ -209,20 +232,21 @@ async def main() -> None:
         default=os.environ.get("NUA_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres"),
     )
     parser.add_argument("--no-peers", action="store_true")
+    parser.add_argument(
+        "--executions",
+        type=int,
+        default=8,
+        help="executions at once for the grouped side-effecting row",
+    )
     args = parser.parse_args()
     n = args.steps
     with tempfile.TemporaryDirectory() as tmp:
         print(f"SQLite, {n} durable steps of {PAYLOAD} B")
-        for idem in (True, False):
-            url = f"sqlite:///{tmp}/ours_{idem}.db"
+        for idem, k in _variants(args.executions):
+            url = f"sqlite:///{tmp}/ours_{idem}_{k}.db"
             before = await _schema_size(url, tmp)
-            rate, size = await ours(url, n, idem, tmp)
-            _row(
-                f"opennua ({'idempotent' if idem else 'side-effecting'} tool)",
-                rate,
-                size - before,
-                n,
-            )
+            rate, size = await ours(url, n, idem, tmp, executions=k)
+            _row(_label(idem, k), rate, size - before, n)
         if not args.no_peers:
             try:
                 from langgraph.checkpoint.sqlite import SqliteSaver
@@ -243,16 +267,11 @@ async def main() -> None:
                 print(f"  DBOS: not installed ({exc.name}); pip install -e '.[bench]'")
         print(f"PostgreSQL, {n} durable steps of {PAYLOAD} B")
         try:
-            for idem in (True, False):
+            for idem, k in _variants(args.executions):
                 url = _pg_db(args.pg)
                 before = await _schema_size(url, None)
-                rate, size = await ours(url, n, idem, tmp)
-                _row(
-                    f"opennua ({'idempotent' if idem else 'side-effecting'} tool)",
-                    rate,
-                    size - before,
-                    n,
-                )
+                rate, size = await ours(url, n, idem, tmp, executions=k)
+                _row(_label(idem, k), rate, size - before, n)
         except Exception as exc:
             print(f"  opennua on PostgreSQL failed: {exc!r}")
         if not args.no_peers:

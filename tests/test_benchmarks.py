@@ -133,3 +133,19 @@ def test_the_server_peers_benchmark_counts_steps_on_both_servers() -> None:
         )
         assert row, out
         assert int(row[1]) >= 1 and re.search(r"[1-9][0-9.]* events/step", row[0]), out
+
+
+@pytest.mark.timeout(LIMIT + 30)
+def test_the_durable_steps_benchmark_runs_each_variant_on_both_stores() -> None:
+    """One execution with each kind of tool, then side-effecting steps of several executions
+    at once (their commits grouped): every row counts steps; PostgreSQL's only where a server
+    answers (it must in CI)."""
+    out = _bench("benchmarks/peers.py", "--steps", "100", "--no-peers", "--executions", "4")
+    sqlite, _, postgres = out.partition("PostgreSQL,")
+    kinds = ("idempotent tool)", "side-effecting tool)", "side-effecting tool, 4 at once)")
+    for part in (
+        (sqlite, postgres) if os.environ.get("CI") or "failed" not in postgres else (sqlite,)
+    ):
+        for kind in kinds:
+            row = re.search(rf"opennua \({re.escape(kind)} +([0-9]+) steps/s", part)
+            assert row and int(row[1]) > 0, out
