@@ -4,6 +4,7 @@ compressed full checkpoints; format 2 still read."""
 from __future__ import annotations
 
 import json
+import zlib
 
 import pytest
 from pydantic_ai.messages import ModelResponse, RetryInfo, ToolCallPart, ToolReturnPart
@@ -27,6 +28,7 @@ from opennua.runtime._ops import (
     FlushOp,
     IssueOp,
     Op,
+    OpenOp,
     PlanOp,
     PromptOp,
     ResponseOp,
@@ -94,6 +96,8 @@ def _ops() -> list[Op]:
         FlushOp(run=ROOT),
         PromptOp(run=ROOT, prompt="a Stop hook says: run the tests first"),
         PromptOp(run=ROOT, prompt="the answer does not fit the schema", output_retry=True),
+        IssueOp(run=ROOT, n=1),
+        OpenOp(run=ROOT),  # its text began
     ]
 
 
@@ -114,7 +118,7 @@ def test_steps_name_runs_by_index_and_replay_to_the_same_state() -> None:
         apply(live, op)
     payload = encode_step(live, ops, digest=DIGEST)
     doc = json.loads(payload)
-    assert doc["v"] == FORMAT_VERSION == 3
+    assert doc["v"] == FORMAT_VERSION == 4
     assert [op["run"] for op in doc["ops"] if op["op"] != "run"][:3] == [0, 0, 0]
     assert doc["ops"][4]["run"] == 0 and doc["ops"][5]["run"] == 1
     # A response stores its calls' ids only: names, arguments and usage are in the message.
@@ -179,6 +183,30 @@ def test_format_2_response_ops_are_read() -> None:
     state = decode(None, [(1, old)], snapshot_digest=DIGEST, root_run_id=ROOT)
     assert state.runs[ROOT].calls == live.runs[ROOT].calls
     assert state.runs[ROOT].usage == live.runs[ROOT].usage
+
+
+def test_format_3_issued_calls_had_their_message_started() -> None:
+    """Up to format 3 an issue op wrote the try's `message.started`: a resume from such a
+    checkpoint must close that message, so its issued try reads as opened, from a step and
+    from a full checkpoint; format 4 opens a try only with an `open` op."""
+    ops = _ops()[:2]  # the run, its first model call issued
+    wire = [encode_op(op, {ROOT: 0}) for op in ops]
+    assert wire[1] == {"op": "issue", "run": 0, "n": 1}
+    for version, opened in ((3, True), (4, False)):
+        step = json.dumps({"v": version, "digest": DIGEST, "ops": wire}).encode()
+        state = decode(None, [(1, step)], snapshot_digest=DIGEST, root_run_id=ROOT)
+        assert state.runs[ROOT].issued == 1 and state.runs[ROOT].opened is opened
+    live = ExecState(root_run_id=ROOT, snapshot_digest=DIGEST)
+    for op in ops:
+        apply(live, op)
+    doc = json.loads(zlib.decompress(encode_full(live)))
+    assert doc["runs"][0].pop("opened") is False
+    doc["v"] = 3
+    old = zlib.compress(json.dumps(doc).encode())
+    assert decode(old, [], snapshot_digest=DIGEST, root_run_id=ROOT).runs[ROOT].opened
+    apply(live, OpenOp(run=ROOT))
+    again = decode(encode_full(live), [], snapshot_digest=DIGEST, root_run_id=ROOT)
+    assert again.runs[ROOT].opened and again.runs[ROOT].issued == 1
 
 
 def test_format_1_and_unknown_ops_are_refused() -> None:

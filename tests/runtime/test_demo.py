@@ -88,8 +88,12 @@ async def test_demo_exercises_every_feature_in_order(tmp_path: Path) -> None:
         "answer",
     ]
     usages = [e.data for e in journal.log if e.type == "usage.recorded"]
-    responses = [e for e in journal.log if e.type == "message.completed"]
-    assert len(usages) == len(responses) == 10
+    assert len(usages) == 10  # one per model call
+    # Only a response with text is a message: the sub-agent's summary and the answer.
+    started = [e.data.message_id for e in journal.log if e.type == "message.started"]  # type: ignore[attr-defined]
+    completed = [e.data for e in journal.log if e.type == "message.completed"]
+    assert [c.message_id for c in completed] == started and len(started) == 2  # type: ignore[attr-defined]
+    assert all(c.text and c.status == "complete" for c in completed)  # type: ignore[attr-defined]
     for u in usages:
         fields = u.model_dump()
         assert fields["provider"] == "scripted" and fields["model"] == "demo"

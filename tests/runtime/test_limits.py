@@ -28,10 +28,15 @@ def _forever() -> ScriptedModel:
     return ScriptedModel(lambda m: ScriptStep(calls=(call("list_files"),)))
 
 
+def _chatty() -> ScriptedModel:
+    """Text and a call at every step: each response is a message."""
+    return ScriptedModel(lambda m: ScriptStep(text="Looking.", calls=(call("list_files"),)))
+
+
 async def test_max_steps_ends_consistently(tmp_path: Path) -> None:
     agent = default_agent("scripted:test")
     outcome, journal, _ = await drive(
-        lambda j: make_loop(agent, j, tmp_path, _forever(), limits=Limits(max_steps=3)),
+        lambda j: make_loop(agent, j, tmp_path, _chatty(), limits=Limits(max_steps=3)),
         InMemoryJournal(),
         "x",
     )

@@ -14,6 +14,7 @@ from opennua.runtime import (
     AgentDefinition,
     Answer,
     Completed,
+    DerivedIds,
     IncompatibleCheckpoint,
     OwnershipLost,
     Suspended,
@@ -25,7 +26,7 @@ from opennua.runtime import (
 from opennua.runtime._agent import ADDED_BUILTINS
 from opennua.runtime._builtins import BUILTIN_TOOLS
 from opennua.runtime.testing import InMemoryJournal, ScriptedModel, ScriptStep, call, say
-from tests.runtime.helpers import counting, drive, facts, make_loop
+from tests.runtime.helpers import EXECUTION, MS, ROOT_RUN, counting, drive, facts, make_loop
 
 WORKER_TASK = "Append a line to effects.txt, with approval."
 
@@ -210,9 +211,10 @@ async def test_idempotent_tool_reruns_with_the_same_key(tmp_path: Path) -> None:
 async def test_interrupted_stream_is_closed_then_reissued_as_a_new_message(tmp_path: Path) -> None:
     agent = default_agent("scripted:test")
     model = ScriptedModel([say("Hello there, this is a streamed answer.")])
-    # Commit 1 opens the run and its first model call; the crash loses the response.
+    # Commit 1 opens the run and its first model call, commit 2 starts its message as the
+    # text begins; the crash loses the response.
     outcome, journal, _ = await drive(
-        lambda j: make_loop(agent, j, tmp_path, model), InMemoryJournal(crash_after=1), "hi"
+        lambda j: make_loop(agent, j, tmp_path, model), InMemoryJournal(crash_after=2), "hi"
     )
     assert isinstance(outcome, Completed)
     started = [e.data.message_id for e in journal.log if e.type == "message.started"]  # type: ignore[attr-defined]
@@ -223,6 +225,22 @@ async def test_interrupted_stream_is_closed_then_reissued_as_a_new_message(tmp_p
     assert completed == [(started[0], "interrupted"), (started[1], "complete")]
     closed_at = next(i for i, e in enumerate(journal.log) if e.type == "message.completed")
     assert journal.log[closed_at + 1].type == "message.started"  # closed before re-issuing
+
+
+async def test_a_call_lost_before_its_text_began_leaves_no_message(tmp_path: Path) -> None:
+    agent = default_agent("scripted:test")
+    model = ScriptedModel([say("Hello there, this is a streamed answer.")])
+    # Commit 1 opens the run and its first model call; the crash comes as its text begins.
+    outcome, journal, _ = await drive(
+        lambda j: make_loop(agent, j, tmp_path, model), InMemoryJournal(crash_after=1), "hi"
+    )
+    assert isinstance(outcome, Completed)
+    messages = [(e.type, e.data.message_id) for e in journal.log if e.type.startswith("message.")]  # type: ignore[attr-defined]
+    # Only the re-issued call's message: nothing of the lost one to close.
+    assert [t for t, _ in messages] == ["message.started", "message.completed"]
+    # The re-issued try's id (try 2): the lost try 1 may have streamed reasoning under its own.
+    ids = DerivedIds(EXECUTION, ms=MS)
+    assert messages[0][1] == messages[1][1] == ids("message", f"{ROOT_RUN}/s0/m2")
 
 
 async def test_resume_refuses_an_incompatible_checkpoint(tmp_path: Path) -> None:

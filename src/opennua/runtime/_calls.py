@@ -36,7 +36,7 @@ class ModelOpener(Protocol):
 
     def can_issue(self) -> bool: ...
 
-    def issue(self, run: RunState) -> list[RuntimeEvent]: ...
+    def issue(self, run: RunState) -> None: ...
 
 
 class ToolCalls:
@@ -405,7 +405,8 @@ class ToolCalls:
             if not run.calls or not self._model.can_issue():
                 return []
             self._writer.apply(FlushOp(run=run.run_id))
-            return self._model.issue(run)
+            self._model.issue(run)
+            return []
         if self._budget.spent(self._writer.state) is not None:
             return []  # the call will not run: no ledger `started` for it
         tool = self._agent.offered(self._tools, run.agent, depth=0).get(call.name)
@@ -455,7 +456,7 @@ class ToolCalls:
             ),
         ]
         if self._model.can_issue():
-            events += self._model.issue(self._writer.state.runs[child_id])
+            self._model.issue(self._writer.state.runs[child_id])
         await self._writer.commit(events)
 
     async def finish_task(self, run: RunState, call: PendingCall, child: RunState) -> None:

@@ -12,8 +12,10 @@ JSON (whose serializer was also the loop's biggest CPU cost), a response stores 
 calls' protocol ids beside the message (names, arguments and usage are in the message), and
 the full checkpoint is zlib-compressed, since it repeats what the steps spelled out.
 
-Format 3 reads format 2 (whose response op also repeated each call and the usage);
-anything else is an `IncompatibleCheckpoint`, never a silent resume.
+Format 4 reads formats 2 (whose response op also repeated each call and the usage) and 3
+(whose issue op wrote the message's `message.started` with it: format 4 starts a message
+only once it has text, with an `open` op); anything else is an `IncompatibleCheckpoint`,
+never a silent resume.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from opennua.runtime._ops import (
     FlushOp,
     IssueOp,
     Op,
+    OpenOp,
     PlanOp,
     PromptOp,
     ResponseOp,
@@ -50,9 +53,9 @@ from opennua.runtime._ops import (
 from opennua.runtime._state import ExecState, PendingCall, RunState, apply
 
 #: Bumped whenever the meaning of an op or of the full state changes.
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 #: Older formats this one still reads (each with an upgrade in `_upgrade`).
-READABLE = (2, FORMAT_VERSION)
+READABLE = (2, 3, FORMAT_VERSION)
 
 Wire = dict[str, Any]
 
@@ -90,7 +93,11 @@ def encode_op(op: Op, index: dict[str, int]) -> Wire:
     run = index[op.run]
     match op:
         case IssueOp():
+            if op.opened:  # only an upgraded op of format 3 is: never written again
+                return {"op": "issue", "run": run, "n": op.n, "opened": True}
             return {"op": "issue", "run": run, "n": op.n}
+        case OpenOp():
+            return {"op": "open", "run": run}
         case ResponseOp():
             return {
                 "op": "response",
@@ -158,7 +165,9 @@ def _decode_op(wire: Wire, run_ids: list[str]) -> Op:
         )
     run = run_ids[wire["run"]]
     if kind == "issue":
-        return IssueOp(run=run, n=wire["n"])
+        return IssueOp(run=run, n=wire["n"], opened=wire.get("opened", False))
+    if kind == "open":
+        return OpenOp(run=run)
     if kind == "response":
         message = _load_messages([wire["message"]])[0]
         assert isinstance(message, ModelResponse)
@@ -197,6 +206,7 @@ _KINDS = frozenset(
     [
         "run",
         "issue",
+        "open",
         "response",
         "start",
         "wait",
@@ -212,10 +222,13 @@ _KINDS = frozenset(
 
 
 def _upgrade(version: int, wire: Wire) -> Wire:
-    """A stored op of an older format, as format 3 writes it."""
+    """A stored op of an older format, as format 4 reads it."""
     if version == 2 and wire["op"] == "response":
         # Format 2 repeated each call ({call_id, provider_id, name, args}) and the usage.
         return {**wire, "calls": [c["call_id"] for c in wire["calls"]]}
+    if version < 4 and wire["op"] == "issue":
+        # Up to format 3 the try's `message.started` was written with its issue op.
+        return {**wire, "opened": True}
     return wire
 
 
@@ -304,6 +317,7 @@ def encode_full(state: ExecState) -> bytes:
             "status": r.status,
             "step": r.step,
             "issued": r.issued,
+            "opened": r.opened,
             "calls": [
                 {"call_id": c.call_id, "provider_id": c.provider_id, "name": c.name, "args": c.args}
                 for c in r.calls
@@ -359,6 +373,8 @@ def _decode_run(r: Wire) -> RunState:
         messages=_load_messages(r["messages"]),
         step=r["step"],
         issued=r["issued"],
+        # Up to format 3 every issued try had its message started.
+        opened=r.get("opened", r["issued"] > 0),
         calls=[
             PendingCall(c["call_id"], c["provider_id"], c["name"], c["args"]) for c in r["calls"]
         ],

@@ -6,7 +6,7 @@ events and ledger ops of a step in one journal commit, pipelined and group-commi
 tool calls and sub-agents. The loop drives runs through them and ends them consistently.
 
 The next step's opening facts (the next tool's ledger `started`, the next model call's
-`message.started`) ride in the commit that ends the current step: one commit per step. The
+issue) ride in the commit that ends the current step: one commit per step. The
 loop waits for every queued step to be durable before anything that needs it: a delta emit,
 a tool that is not idempotent (its ledger `started` rides in a queued step) and returning an
 outcome. Only an idempotent tool runs ahead of its `started` record; a crash then re-runs it
@@ -254,7 +254,8 @@ class AgentLoop:
         if self.agent.output_schema is not None:
             instructions = f"{instructions}\n\n{schema_note(self.agent.output_schema)}"
         self._writer.apply(RunOp(run=root, prompt=prompt, instructions=instructions))
-        await self._writer.commit(self._model_calls.issue(self.state.runs[root]))
+        self._model_calls.issue(self.state.runs[root])
+        await self._writer.commit([])
 
     async def _submitted(self, prompt: str) -> str:
         """The prompt after the plugin's SessionStart and UserPromptSubmit hooks: their
@@ -366,10 +367,10 @@ class AgentLoop:
             going_on = await self._stop_hook(run, output)
             if going_on is not None:
                 self._writer.apply(PromptOp(run=run.run_id, prompt=going_on))
-                events += self._model_calls.issue(run)
+                self._model_calls.issue(run)
             elif (retry := await self._unfit(run, output, events)) is not None:
                 self._writer.apply(PromptOp(run=run.run_id, prompt=retry, output_retry=True))
-                events += self._model_calls.issue(run)
+                self._model_calls.issue(run)
             else:
                 self._writer.apply(EndOp(run=run.run_id, status="completed", output=output))
         else:
@@ -386,14 +387,12 @@ class AgentLoop:
         status: Literal["cancelled", "failed"] = "cancelled" if reason == "cancelled" else "failed"
         streaming = self._model_calls.streaming
         if streaming is not None:
-            run, mid, key = streaming
-            closed = pa.MessageCompleted(message_id=mid, text="", status="interrupted")
-            events.append(RuntimeEvent(f"{key}/interrupted", run.run_id, closed))
+            events += self._model_calls.interrupted(streaming[0])
         for run in self.state.runs.values():
             if run.status != "running":
                 continue
             if run.issued and (streaming is None or streaming[0] is not run):
-                events.append(self._model_calls.interrupted(run))
+                events += self._model_calls.interrupted(run)
             for call in run.calls[run.next_call :]:
                 update = pa.ToolCallUpdated(tool_call_id=call.call_id, status=status)
                 if run.child is None and run.started and call is run.current:

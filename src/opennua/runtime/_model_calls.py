@@ -2,10 +2,13 @@
 and the facts of its response.
 
 A call is opened (`issue`) in a commit before it is sent, so its message id is in the
-checkpoint and a crash re-issues it as a new message. A provider failure worth retrying
-(rate limit, 5xx, timeout, lost connection) is retried here, visibly: the turn's state says
-`model_retry` until a retried request answers; deltas already streamed close their message
-`interrupted` and the retry opens a new one, exactly as a resume after a crash does.
+checkpoint and a crash re-issues it as a new message. Its message is started only when
+text comes: a response that only thinks and calls tools (most steps of an agent) is no
+message, and two actions a step fewer (docs/runtime.md, "A response without text is no
+message"). A provider failure worth retrying (rate limit, 5xx, timeout, lost connection)
+is retried here, visibly: the turn's state says `model_retry` until a retried request
+answers; deltas already streamed close their message `interrupted` and the retry opens a
+new one, exactly as a resume after a crash does.
 
 Model output is made safe before it becomes an event or checkpoint bytes: lone surrogates
 (which no UTF-8 encoder accepts) become U+FFFD in text, reasoning and tool calls.
@@ -42,7 +45,7 @@ from opennua.runtime._budget import Budget
 from opennua.runtime._control import Cancelled, CancelScope, Stop
 from opennua.runtime._env import Limits, RunEnv
 from opennua.runtime._events import RuntimeEvent
-from opennua.runtime._ops import IssueOp, ResponseOp
+from opennua.runtime._ops import IssueOp, OpenOp, ResponseOp
 from opennua.runtime._retry import ModelFailure, classify, retry_delay
 from opennua.runtime._state import RunState, tool_calls, usage_of
 from opennua.runtime._tools import CLIENT_TOOL_METADATA, Tool
@@ -104,19 +107,29 @@ class ModelCalls:
         key = f"{run.run_id}/s{run.step}/m{n if n is not None else run.issued}"
         return self._env.ids("message", key), key
 
-    def issue(self, run: RunState) -> list[RuntimeEvent]:
-        """Open the next model call of `run`: state first, so its ids are in the checkpoint."""
+    def issue(self, run: RunState) -> None:
+        """Open the next model call of `run` in the next commit, so its ids are in the
+        checkpoint before it is sent."""
         self._writer.apply(IssueOp(run=run.run_id, n=run.issued + 1))
         self._fresh.add(run.run_id)
+
+    def opening(self, run: RunState) -> list[RuntimeEvent]:
+        """The current try's `message.started`, once: its text begins."""
+        if run.opened:
+            return []
+        self._writer.apply(OpenOp(run=run.run_id))
         mid, key = self.message(run)
         started = pa.MessageStarted(message_id=mid, role="assistant")
         return [RuntimeEvent(f"{key}/started", run.run_id, started)]
 
-    def interrupted(self, run: RunState) -> RuntimeEvent:
-        """Close run's open message: what streamed of it is all there will be."""
+    def interrupted(self, run: RunState) -> list[RuntimeEvent]:
+        """Close run's open message, if its text had begun: what streamed of it is all
+        there will be."""
+        if not run.opened:
+            return []
         mid, key = self.message(run)
         closed = pa.MessageCompleted(message_id=mid, text="", status="interrupted")
-        return RuntimeEvent(f"{key}/interrupted", run.run_id, closed)
+        return [RuntimeEvent(f"{key}/interrupted", run.run_id, closed)]
 
     # -- one call ------------------------------------------------------------------------
 
@@ -126,8 +139,9 @@ class ModelCalls:
         self.budget.check_model_call(self._writer.state)
         if run.issued == 0 or run.run_id not in self._fresh:
             # A call a crashed attempt opened is closed, then re-issued as a new message.
-            events = [self.interrupted(run)] if run.issued > 0 else []
-            await self._writer.commit(events + self.issue(run))
+            events = self.interrupted(run) if run.issued > 0 else []
+            self.issue(run)
+            await self._writer.commit(events)
         retries = 0
         while True:
             mid, key = self.message(run)
@@ -159,7 +173,10 @@ class ModelCalls:
         self, run: RunState, failure: ModelFailure, retry: int, *, reissue: bool
     ) -> None:
         delay = retry_delay(failure, retry, self._limits, self._env.jitter())
-        events = [self.interrupted(run), *self.issue(run)] if reissue else []
+        events = []
+        if reissue:
+            events = self.interrupted(run)
+            self.issue(run)
         _, key = self.message(run)
         state = pa.TurnState(
             state="running",
@@ -227,6 +244,9 @@ class ModelCalls:
                     elif isinstance(ev.delta, ThinkingPartDelta):
                         reasoning = ev.delta.content_delta or ""
                 if text:
+                    if not run.opened:
+                        # Committed before its first delta, so a resume knows to close it.
+                        await writer.commit(self.opening(run))
                     data: BaseModel = pa.MessageDelta(message_id=mid, delta=clean_text(text))
                     await writer.push(RuntimeEvent(f"{key}/d{streamed[0]}", rid, data))
                     streamed[0] += 1
@@ -239,7 +259,8 @@ class ModelCalls:
     def _recorded(
         self, run: RunState, response: ModelResponse, mid: str, key: str
     ) -> list[RuntimeEvent]:
-        """Apply the response; its events: reasoning, message, usage, each call started."""
+        """Apply the response; its events: reasoning, message (if it has text), usage, each
+        call started."""
         rid = run.run_id
         text = "".join(p.content for p in response.parts if isinstance(p, TextPart))
         thinking = "".join(p.content for p in response.parts if isinstance(p, ThinkingPart))
@@ -247,8 +268,10 @@ class ModelCalls:
         if thinking:
             data: BaseModel = pa.ReasoningCompleted(message_id=mid, text=thinking)
             events.append(RuntimeEvent(f"{key}/reasoning", rid, data))
-        data = pa.MessageCompleted(message_id=mid, text=text, status="complete")
-        events.append(RuntimeEvent(f"{key}/completed", rid, data))
+        if text or run.opened:
+            events += self.opening(run)  # none when its text streamed
+            data = pa.MessageCompleted(message_id=mid, text=text, status="complete")
+            events.append(RuntimeEvent(f"{key}/completed", rid, data))
         model = self.model_for(run)
         usage = pa.UsageRecorded(
             provider=model.system,

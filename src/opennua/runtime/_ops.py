@@ -35,11 +35,23 @@ class RunOp:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class IssueOp:
-    """Try `n` of the run's next model call is opened (its message id derives from n)."""
+    """Try `n` of the run's next model call is opened (its message id derives from n).
+    `opened`: its `message.started` was written with it (checkpoints of format 3 and
+    before); since format 4 a message is started only when it has text (`OpenOp`)."""
 
     op: Literal["issue"] = "issue"
     run: str
     n: int
+    opened: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OpenOp:
+    """The current try's message is started: its text begins (docs/runtime.md, "A
+    response without text is no message")."""
+
+    op: Literal["open"] = "open"
+    run: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -142,6 +154,7 @@ class EndOp:
 Op = (
     RunOp
     | IssueOp
+    | OpenOp
     | ResponseOp
     | StartOp
     | WaitOp

@@ -26,6 +26,7 @@ from opennua.runtime._ops import (
     FlushOp,
     IssueOp,
     Op,
+    OpenOp,
     PlanOp,
     PromptOp,
     ResponseOp,
@@ -68,6 +69,9 @@ class RunState:
     #: Which try of the current step's model call is in flight (0: none). A call re-issued
     #: after a crash is a new message, so its ids derive from (step, issued).
     issued: int = 0
+    #: Whether that try's `message.started` is written: a response's message is started
+    #: only once it has text, so a try without text leaves no message to close.
+    opened: bool = False
     calls: list[PendingCall] = field(default_factory=list)
     next_call: int = 0
     started: bool = False  # ledger `started` written for calls[next_call]
@@ -147,12 +151,14 @@ def apply(state: ExecState, op: Op) -> None:
     run = state.runs[op.run]
     match op:
         case IssueOp():
-            run.issued = op.n
+            run.issued, run.opened = op.n, op.opened
+        case OpenOp():
+            run.opened = True
         case ResponseOp():
             parts = tool_calls(op.message)
             run.messages.append(op.message)
             run.step += 1
-            run.issued = 0
+            run.issued, run.opened = 0, False
             run.calls = [
                 PendingCall(call_id, p.tool_call_id, p.tool_name, _args(p))
                 for call_id, p in zip(op.calls, parts, strict=True)
@@ -191,6 +197,6 @@ def apply(state: ExecState, op: Op) -> None:
         case EndOp():
             run.status = op.status
             run.output = op.output
-            run.issued = 0
+            run.issued, run.opened = 0, False
         case _:
             assert_never(op)
