@@ -7,9 +7,8 @@ holds steps only (all eleven op kinds), the other a compacted full checkpoint an
 after it. A resume from them must do exactly what a resume from the same
 point written by today's code does, and must not repeat the side effect.
 
-Format 4 starts a message only when its text begins (in a commit of its own when the text
-streams), so the same point is one commit later today, and the root's model call that
-format 2 had opened with a `message.started` is, today, a call without a message: the only
+Format 4 starts a message only when its text begins, so the root's model call that format 2
+had opened with a `message.started` is, today, a call without a message: the only
 difference a resume may show is that format 2's resume closes that message first.
 """
 
@@ -39,9 +38,8 @@ from tests.runtime.helpers import ROOT_RUN, log_json, make_loop
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TASK = "Charge the card, with approval."
-#: Commits the resumed attempt lands before it is killed (the fixture's crash point; format
-#: 2 wrote its fixtures at 4: the worker's last text started its message without a commit).
-CRASH_AFTER = {"steps": 5, "full": 5}
+#: Commits the resumed attempt lands before it is killed (the fixture's crash point).
+CRASH_AFTER = {"steps": 4, "full": 4}
 
 
 @tool("plan", kind="think", idempotent=True)

@@ -16,6 +16,7 @@ from opennua.runtime import (
     Completed,
     DerivedIds,
     IncompatibleCheckpoint,
+    Limits,
     OwnershipLost,
     Suspended,
     Tool,
@@ -211,10 +212,13 @@ async def test_idempotent_tool_reruns_with_the_same_key(tmp_path: Path) -> None:
 async def test_interrupted_stream_is_closed_then_reissued_as_a_new_message(tmp_path: Path) -> None:
     agent = default_agent("scripted:test")
     model = ScriptedModel([say("Hello there, this is a streamed answer.")])
-    # Commit 1 opens the run and its first model call, commit 2 starts its message as the
-    # text begins; the crash loses the response.
+    # Each delta its own batch, as when a model streams slower than the batch window.
+    # Commit 1 opens the run and its first model call, commit 2 starts its message with its
+    # first delta; the crash loses the rest of the stream and the response.
     outcome, journal, _ = await drive(
-        lambda j: make_loop(agent, j, tmp_path, model), InMemoryJournal(crash_after=2), "hi"
+        lambda j: make_loop(agent, j, tmp_path, model, limits=Limits(delta_batch_seconds=0)),
+        InMemoryJournal(crash_after=2),
+        "hi",
     )
     assert isinstance(outcome, Completed)
     started = [e.data.message_id for e in journal.log if e.type == "message.started"]  # type: ignore[attr-defined]

@@ -113,14 +113,11 @@ class ModelCalls:
         self._writer.apply(IssueOp(run=run.run_id, n=run.issued + 1))
         self._fresh.add(run.run_id)
 
-    def opening(self, run: RunState) -> list[RuntimeEvent]:
-        """The current try's `message.started`, once: its text begins."""
-        if run.opened:
-            return []
-        self._writer.apply(OpenOp(run=run.run_id))
+    def _opening(self, run: RunState) -> tuple[OpenOp, RuntimeEvent]:
+        """The current try's opening: its op and its `message.started`."""
         mid, key = self.message(run)
         started = pa.MessageStarted(message_id=mid, role="assistant")
-        return [RuntimeEvent(f"{key}/started", run.run_id, started)]
+        return OpenOp(run=run.run_id), RuntimeEvent(f"{key}/started", run.run_id, started)
 
     def interrupted(self, run: RunState) -> list[RuntimeEvent]:
         """Close run's open message, if its text had begun: what streamed of it is all
@@ -245,8 +242,8 @@ class ModelCalls:
                         reasoning = ev.delta.content_delta or ""
                 if text:
                     if not run.opened:
-                        # Committed before its first delta, so a resume knows to close it.
-                        await writer.commit(self.opening(run))
+                        # With its first deltas, in a commit: a resume knows to close it.
+                        await writer.start_message(*self._opening(run))
                     data: BaseModel = pa.MessageDelta(message_id=mid, delta=clean_text(text))
                     await writer.push(RuntimeEvent(f"{key}/d{streamed[0]}", rid, data))
                     streamed[0] += 1
@@ -269,7 +266,8 @@ class ModelCalls:
             data: BaseModel = pa.ReasoningCompleted(message_id=mid, text=thinking)
             events.append(RuntimeEvent(f"{key}/reasoning", rid, data))
         if text or run.opened:
-            events += self.opening(run)  # none when its text streamed
+            if not run.opened:  # its text did not stream: it starts and completes at once
+                events.append(self._opening(run)[1])
             data = pa.MessageCompleted(message_id=mid, text=text, status="complete")
             events.append(RuntimeEvent(f"{key}/completed", rid, data))
         model = self.model_for(run)

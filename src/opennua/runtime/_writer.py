@@ -9,10 +9,14 @@ commit: one transaction, their checkpoint ops merged into one step record). `set
 until everything queued is durable; the queue is bounded, so the loop never runs far ahead.
 
 Deltas (`push`) are batched by count and age and emitted without a checkpoint, always after
-every queued step, so the log keeps its order. A batch's consecutive deltas of one message
-become one delta (keyed as the first: its identity is stable), and deltas still buffered when
-the step that completes their message commits are dropped: the completion carries the whole
-text, at the same moment (docs/server.md, "What a step costs, and why").
+every queued step, so the log keeps its order; a batch still buffered when a step commits
+rides in that step's commit, ahead of its events. A batch's consecutive deltas of one
+message become one delta (keyed as the first: its identity is stable), and deltas still
+buffered when the step that completes their message commits are dropped: the completion
+carries the whole text, at the same moment (docs/server.md, "What a step costs, and why").
+A message's `message.started` is buffered with its deltas (`start_message`) and its op
+applied: whichever unit writes the one writes the other, so a checkpoint says a message was
+started exactly when the log does.
 """
 
 from __future__ import annotations
@@ -56,6 +60,8 @@ class StepWriter:
         self._limits = limits
         self._clock = clock
         self._ops: list[Op] = []
+        #: A message's start is buffered: the next flush is a commit (`start_message`).
+        self._starting = False
         self._buf: list[RuntimeEvent] = []
         self._buf_t0 = 0.0
         self._last_full = COMPACT_FACTOR * full_bytes
@@ -74,11 +80,13 @@ class StepWriter:
         self._ops.append(op)
 
     async def commit(self, events: list[RuntimeEvent], ledger: Sequence[LedgerOp] = ()) -> None:
-        """Queue one step: `events`, the ops applied since the last commit, `ledger`. A
-        failed earlier commit (e.g. `OwnershipLost`) is raised here."""
+        """Queue one step: the buffered deltas `events` leave wanting, then `events`, the ops
+        applied since the last commit, `ledger`. A failed earlier commit (e.g.
+        `OwnershipLost`) is raised here."""
         if self._buf:
-            self._buf = _unfinished(self._buf, events)
-        await self.flush()
+            buffered, self._buf = _coalesced(_unfinished(self._buf, events)), []
+            events = buffered + events
+        self._starting = False
         state = self.state
         ops, self._ops = self._ops, []
         step_no = state.step_no + 1
@@ -101,6 +109,14 @@ class StepWriter:
             self._writer = asyncio.ensure_future(self._drain())
         state.step_no = step_no
 
+    async def start_message(self, op: Op, started: RuntimeEvent) -> None:
+        """A message's text begins: `op` records it in the checkpoint and `started` goes out
+        with its first deltas, in the same commit (`flush`), or with the step that
+        completes it."""
+        self.apply(op)
+        self._starting = True
+        await self.push(started)
+
     async def push(self, event: RuntimeEvent) -> None:
         """A delta: emitted in batches (by count and age), without a checkpoint."""
         if not self._buf:
@@ -113,8 +129,11 @@ class StepWriter:
             await self.flush()
 
     async def flush(self) -> None:
-        """Emit the batched deltas, after everything queued is durable."""
-        if self._buf:
+        """Emit the batched deltas, after everything queued is durable; with a message's
+        start among them, as a step of their own (its op with it)."""
+        if self._starting:
+            await self.commit([])
+        elif self._buf:
             batch, self._buf = _coalesced(self._buf), []
             await self.settle()
             if batch:
