@@ -210,7 +210,7 @@ def _row(name: str, rate: float, size: int | None, steps: int) -> None:
     per = (
         f"{size / steps:8.0f} B/step ({size / steps - PAYLOAD:6.0f} beyond payload)" if size else ""
     )
-    print(f"  {name:34s} {rate:8.0f} steps/s  {per}")
+    print(f"  {name:46s} {rate:8.0f} steps/s  {per}")
 
 
 def _variants(executions: int) -> list[tuple[bool, int]]:
