@@ -35,7 +35,7 @@ class RunOp:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class IssueOp:
-    """Try `n` of the run's next model call is opened (its message id derives from n).
+    """Try `n` of the run's next model call is issued (its message id derives from n).
     `opened`: its `message.started` was written with it (checkpoints of format 3 and
     before); since format 4 a message is started only when it has text (`OpenOp`)."""
 
