@@ -12,6 +12,7 @@ import pytest
 from opennua.host._states import SessionStates
 from opennua.protocol import action_from_dict, replay, state_from_json, state_to_json
 from opennua.store import NotFound, Snapshot, Store, open_store
+from opennua.store._watch import WatchHub
 
 
 @pytest.fixture
@@ -242,3 +243,40 @@ async def test_a_stored_snapshot_reads_back_as_the_state_it_was(
     seq, state_json = await cold.snapshot_json("ses_f")
     assert (seq, state_json) == (2, await _replayed(store, "ses_f"))
     assert (await cold.snapshot("ses_f"))[1]["metadata"] == metadata
+
+
+async def test_the_keeper_does_not_read_back_a_wake_up_advance_folded(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A unit this process committed wakes the keeper too; the Host folded it already
+    (`advance`), so the keeper's fold reads nothing. A wake-up past the cache is read."""
+    await _session(store, "ses_w", 3)
+    states = SessionStates(store)
+    await states.fold("ses_w")
+    await store.append("ses_w", [_action("ses_w", n) for n in (3, 4)])
+    handed = await store.read("ses_w", 3)  # what the committing unit hands over
+    reads: list[tuple[str, int]] = []
+    read = store.read
+
+    async def counted(session_id: str, after: int = 0, limit: int = 1000) -> Any:
+        reads.append((session_id, after))
+        return await read(session_id, after, limit)
+
+    monkeypatch.setattr(store, "read", counted)
+    wakeups = WatchHub()  # the store's own would wake the keeper before `advance` ran
+    watcher = wakeups.subscribe()
+    keeper = asyncio.ensure_future(states.keep_snapshots(watcher))
+    try:
+        await states.advance("ses_w", handed)
+        wakeups.publish({"ses_w": 5})
+        await store.append("ses_w", [_action("ses_w", 5)])  # not handed over
+        wakeups.publish({"ses_w": 6})
+        for _ in range(100):
+            if states._states["ses_w"].state["seq"] == 6:
+                break
+            await asyncio.sleep(0.02)
+        assert states._states["ses_w"].state["seq"] == 6
+        assert reads == [("ses_w", 5)]
+    finally:
+        keeper.cancel()
+        watcher.close()
