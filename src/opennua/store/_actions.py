@@ -3,9 +3,9 @@
 An envelope is checked and encoded once, when the caller hands it over, not in the
 writer: a value the store cannot store fails that caller alone, before anything is
 queued, and the writer only puts each seq in place. The stored body is the envelope
-with its ``seq`` and ``0`` in place of the fields the row holds in columns (session,
-id, type: ~100 bytes of every action); the placeholders keep the envelope's key order
-for :func:`action_from_row`.
+with its ``seq`` (on PostgreSQL ``0``: its append function assigns seqs) and ``0`` in
+place of the fields the row holds in columns (session, id, type: ~100 bytes of every
+action); the placeholders keep the envelope's key order for :func:`action_from_row`.
 """
 
 from __future__ import annotations
@@ -102,11 +102,16 @@ def _split_body(action: Mapping[str, Any]) -> tuple[str, str]:
     raise InvalidInput("its body cannot be stored: it repeats the store's seq marks")
 
 
-def action_from_row(session_id: str, action_id: str, action_type: str, body: str | bytes) -> Action:
-    """The envelope a row stores, whole again (JSON text, or SQLite's compressed BLOB)."""
+def action_from_row(
+    session_id: str, action_id: str, action_type: str, body: str | bytes, seq: int | None = None
+) -> Action:
+    """The envelope a row stores, whole again (JSON text, or a packed body). `seq`, the
+    row's column, goes in place of the body's (PostgreSQL's packed bodies hold 0)."""
     action: Action = json_value(unpack(body))
     if action.get("id") == 0:  # else written whole, before bodies left the columns out
         action["session_id"], action["id"], action["type"] = session_id, action_id, action_type
+    if seq is not None:
+        action["seq"] = seq
     return action
 
 

@@ -1,16 +1,18 @@
-"""How SQLite stores an action body: raw DEFLATE against a preset dictionary.
+"""How the store keeps an action body: raw DEFLATE against a preset dictionary.
 
 An action body is a few hundred bytes of JSON whose keys, id prefixes and envelope
 repeat in every row: compressed on its own, such a short text barely shrinks, but primed
 with a dictionary of that vocabulary it shrinks by about two thirds (a tool call's
 `tool_call.started` 318 -> 116 bytes; with a 300-character hex output,
 `tool_call.updated` 621 -> 282). Bodies were most of what a durable runtime step
-stored on the embedded backend (docs/store.md, "SQLite deflates bodies"). PostgreSQL
-keeps JSON text (its fast path splices the seq into the text in PL/pgSQL).
+stored, on either backend (docs/store.md, "Action bodies are deflated").
 
-A stored body is either TEXT (JSON: rows written before this format) or a BLOB whose
-first byte names the dictionary it was written with. A dictionary can never change once
-rows use it: a new one gets a new tag and this module keeps reading the old.
+A stored body is either JSON text (rows written before this format: TEXT on SQLite, on
+PostgreSQL the text's UTF-8 bytes since its column became BYTEA) or bytes whose first byte
+names the dictionary they were written with. A dictionary can never change once rows use
+it: a new one gets a new tag and this module keeps reading the old. PostgreSQL assigns a
+seq inside its append function, so its packed bodies hold 0 for the seq and a read puts
+the row's back (`action_from_row`).
 """
 
 from __future__ import annotations
@@ -72,7 +74,7 @@ def pack(text: str) -> bytes:
 
 def unpack(stored: str | bytes) -> str | bytes:
     """The JSON text a stored body holds, whichever way it was written."""
-    if isinstance(stored, str):
+    if isinstance(stored, str) or stored[:1] == b"{":
         return stored
     if not stored or stored[0] != _TAG_1:
         raise StoreError(f"stored body has unknown format {stored[:1]!r}")

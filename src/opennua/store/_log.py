@@ -377,11 +377,11 @@ def _like_escape(text: str) -> str:
 
 def read_actions(session_id: str, after: int, limit: int) -> Program[list[dict[str, Any]]]:
     rows = yield Query(
-        "SELECT action_id, type, body FROM actions WHERE session_id = ? AND seq > ? "
+        "SELECT seq, action_id, type, body FROM actions WHERE session_id = ? AND seq > ? "
         "ORDER BY seq LIMIT ?",
         (session_id, after, limit),
     )
-    return [action_from_row(session_id, r[0], r[1], r[2]) for r in rows]
+    return [action_from_row(session_id, r[1], r[2], r[3], r[0]) for r in rows]
 
 
 def snapshots_due(session_ids: Sequence[str], every: int) -> Program[set[str]]:

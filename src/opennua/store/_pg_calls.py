@@ -18,6 +18,7 @@ from typing import Any
 from psycopg import errors as pg_errors
 
 from ._actions import EncodedAction
+from ._bodies import pack
 from ._errors import Fenced, InvalidInput, NotFound, StoreError, WriteConflict
 from ._executions import JOURNAL_OPS, JournalOp, LedgerSet, LedgerStart, PutCheckpoint
 from ._json import dumps
@@ -30,7 +31,7 @@ RIGHTS_CHANNEL = "nua_rights"
 
 UNIT_SQL = (
     "SELECT seqs, missing FROM nua_unit(?, ?, ?, ?, ?, ?::text[], ?::text[], ?::text[], "
-    "?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::float8[], "
+    "?::text[], ?::bytea[], ?::text[], ?::text[], ?::text[], ?::float8[], "
     "?::bigint[], ?::bytea[])"
 )
 
@@ -120,15 +121,14 @@ def call_args(
     rowsid: list[str] = []
     aid: list[str] = []
     typ: list[str] = []
-    head: list[str] = []
-    tail: list[str] = []
+    bodies: list[bytes] = []
     for sid, acts in appends:
         for a in acts:
             rowsid.append(sid)
             aid.append(a.action_id)
             typ.append(a.type)
-            head.append(a.head)
-            tail.append(a.tail)
+            # The seq is the server's to assign: the row's column holds it (0 in the body).
+            bodies.append(pack(a.body(0)))
     kinds: list[str] = []
     keys: list[str | None] = []
     texts: list[str | None] = []
@@ -166,7 +166,9 @@ def call_args(
         owner,
         whole,
         text_array(list(dict.fromkeys(sid for sid, _ in appends))),
-        *(text_array(c) for c in (rowsid, aid, typ, head, tail, kinds, keys, texts)),
+        *(text_array(c) for c in (rowsid, aid, typ)),
+        bytea_array(bodies),
+        *(text_array(c) for c in (kinds, keys, texts)),
         plain_array(nums),
         plain_array(ints),
         bytea_array(bins),

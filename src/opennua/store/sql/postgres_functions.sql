@@ -31,10 +31,11 @@ $drop$;
 -- A unit: the fence check (p_fenced), then its appends, then its checkpoint and ledger
 -- ops in order.
 --
--- Appends: p_sess names the session of each append op; p_rowsid, p_id, p_type, p_head and
--- p_tail hold one row per action, in op order. Each body arrives as the JSON text before
--- and after its seq value, so the seq assigned here is put in place. Re-appended ids
--- (also repeats within the call) keep their seq and write nothing. seqs: one per row.
+-- Appends: p_sess names the session of each append op; p_rowsid, p_id, p_type and p_body
+-- hold one row per action, in op order. Each body arrives packed (store/_bodies.py), with 0
+-- for its seq: the seq assigned here is the row's column, which a read puts back in
+-- place. Re-appended ids (also repeats within the call) keep their seq and write
+-- nothing. seqs: one per row.
 -- A session that does not exist fails the call (NUA02) when p_whole; otherwise (a batch
 -- of independent callers' appends) its rows get NULL and it is listed in missing. p_sess
 -- may repeat a session; listing each once saves a lookup.
@@ -44,7 +45,7 @@ $drop$;
 -- result JSON, p_num now), 'unknown' (p_key, p_num now).
 CREATE OR REPLACE FUNCTION nua_unit(
     p_exec TEXT, p_fenced BOOLEAN, p_epoch BIGINT, p_owner TEXT, p_whole BOOLEAN,
-    p_sess TEXT[], p_rowsid TEXT[], p_id TEXT[], p_type TEXT[], p_head TEXT[], p_tail TEXT[],
+    p_sess TEXT[], p_rowsid TEXT[], p_id TEXT[], p_type TEXT[], p_body BYTEA[],
     p_kind TEXT[], p_key TEXT[], p_text TEXT[], p_num DOUBLE PRECISION[], p_int BIGINT[],
     p_bin BYTEA[],
     OUT seqs BIGINT[], OUT missing TEXT[]
@@ -150,8 +151,7 @@ BEGIN
             END LOOP;
             IF v_new IS NOT NULL THEN
                 INSERT INTO actions (session_id, seq, action_id, type, body)
-                SELECT p_rowsid[n.j], seqs[n.j], p_id[n.j], p_type[n.j],
-                       p_head[n.j] || seqs[n.j] || p_tail[n.j]
+                SELECT p_rowsid[n.j], seqs[n.j], p_id[n.j], p_type[n.j], p_body[n.j]
                 FROM unnest(v_new) AS n(j);
                 FOR i IN 1 .. array_length(v_sids, 1) LOOP
                     CONTINUE WHEN v_top[i] = v_was[i];
