@@ -41,7 +41,8 @@ def test_a_schedule_fires_and_is_managed_from_the_cli(nua: Nua) -> None:
         return runs if len(runs) >= 2 else None
 
     runs = wait_for(fired, timeout=30)
-    assert all(r["lag_seconds"] < 5 for r in runs), runs
+    # Seconds, not the tick's milliseconds: a run of the whole suite once lagged 5 s.
+    assert all(r["lag_seconds"] < 10 for r in runs), runs
     assert len({r["fire_time"] for r in runs}) == len(runs)
     paused = nua("schedule", "pause", sid, "--json")
     assert paused.exit_code == 0 and json.loads(paused.stdout)["paused"] is True

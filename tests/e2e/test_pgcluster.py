@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from opennua.store import Store, Unavailable, Watcher, open_store
+from tests._support.polling import wait_for
 from tests.e2e._pgcluster import pg_bin, pg_cluster
 from tests.e2e._proc import Server, free_port
 
@@ -93,11 +94,24 @@ def test_a_server_started_while_the_database_is_down_waits_for_it(tmp_path: Path
     with pg_cluster() as cluster:
         url = cluster.create_db("nua_wait")
         cluster.kill9()
-        # Past the connection pool's own 10 s of retries: the server's wait is what is tested.
-        starter = threading.Timer(13.0, cluster.start)
+        data = tmp_path / "data"
+
+        def start_once_waited_for() -> None:
+            # Past the connection pool's own 10 s of retries: the server's wait is what is
+            # tested. Not at a fixed time: on a loaded machine the server's start alone
+            # took long enough that the pool's retries met the database (CI flake).
+            wait_for(
+                lambda: any(
+                    b"waiting for the database" in p.read_bytes() for p in data.glob("*.log")
+                ),
+                timeout=120,
+            )
+            cluster.start()
+
+        starter = threading.Thread(target=start_once_waited_for)
         starter.start()
-        (tmp_path / "data").mkdir()
-        server = Server(tmp_path / "data", db=url, role="host").start()
+        data.mkdir()
+        server = Server(data, db=url, role="host").start()
         try:
             starter.join()
             with server.client() as client:
