@@ -40,6 +40,19 @@ async def _session(store: Store, sid: str, actions: int) -> None:
     await store.append(sid, [created, *(_action(sid, n) for n in range(1, actions))])
 
 
+def _count_reads(store: Store, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
+    """`(session_id, after)` of every `store.read` from now on."""
+    reads: list[tuple[str, int]] = []
+    read = store.read
+
+    async def counted(session_id: str, after: int = 0, limit: int = 1000) -> Any:
+        reads.append((session_id, after))
+        return await read(session_id, after, limit)
+
+    monkeypatch.setattr(store, "read", counted)
+    return reads
+
+
 async def _replayed(store: Store, sid: str) -> str:
     return state_to_json(replay(action_from_dict(a) for a in await store.read(sid, 0, 100_000)))
 
@@ -205,14 +218,7 @@ async def test_advance_folds_committed_actions_the_next_fold_does_not_read_back(
     handed = await store.read("ses_adv", 3)  # what the committing unit hands over
     gap = (await store.read("ses_gap", 3))[1:]  # seq 5 onwards: 4 is missing
 
-    reads: list[tuple[str, int]] = []
-    read = store.read
-
-    async def counted(session_id: str, after: int = 0, limit: int = 1000) -> Any:
-        reads.append((session_id, after))
-        return await read(session_id, after, limit)
-
-    monkeypatch.setattr(store, "read", counted)
+    reads = _count_reads(store, monkeypatch)
     await states.advance("ses_adv", handed)
     await states.advance("ses_gap", gap)
     assert reads == []
@@ -255,14 +261,7 @@ async def test_the_keeper_does_not_read_back_a_wake_up_advance_folded(
     await states.fold("ses_w")
     await store.append("ses_w", [_action("ses_w", n) for n in (3, 4)])
     handed = await store.read("ses_w", 3)  # what the committing unit hands over
-    reads: list[tuple[str, int]] = []
-    read = store.read
-
-    async def counted(session_id: str, after: int = 0, limit: int = 1000) -> Any:
-        reads.append((session_id, after))
-        return await read(session_id, after, limit)
-
-    monkeypatch.setattr(store, "read", counted)
+    reads = _count_reads(store, monkeypatch)
     wakeups = WatchHub()  # the store's own would wake the keeper before `advance` ran
     watcher = wakeups.subscribe()
     keeper = asyncio.ensure_future(states.keep_snapshots(watcher))
