@@ -11,6 +11,9 @@ from typing import Any
 import pytest
 from benchmarks.bridge import run as run_benchmark
 
+from opennua.bridge._bridge import BridgeConfig, MatrixBridge
+from opennua.bridge._deliveries import DeliveryState
+from opennua.bridge._ledger import Outgoing
 from tests._support.polling import until
 from tests.server._serve_proc import Served
 
@@ -208,6 +211,57 @@ async def test_kill_9_mid_turn_and_restart_posts_nothing_twice(
 
 async def _async(value: bool) -> bool:
     return value
+
+
+async def test_a_reaction_to_a_request_sent_by_a_killed_bridge_before_its_record_is_answered(
+    synapse: Synapse, alice: Person, tmp_path: Path
+) -> None:
+    """kill -9 between a send and its record leaves the request in the room and its
+    delivery open in the ledger. A reaction the next process reads before sending it again
+    is still an answer: the homeserver names the delivery by this device's transaction id.
+    A reaction to someone else's message is not."""
+    bot = synapse.bot
+    created = await alice.client.room_create(is_direct=True, invite=[bot["user_id"]])
+    room = created.room_id  # type: ignore[union-attr]
+    config = BridgeConfig(
+        homeserver=synapse.hs.url, user_id=bot["user_id"], token=bot["access_token"],
+        host_url="http://127.0.0.1:9", host_token=None, state_path=tmp_path / "bridge.db",
+    )  # fmt: skip
+    killed = MatrixBridge(config)
+    state = DeliveryState("dlv_request_1", "ses_a", room, "request", "pending")
+    content = {"msgtype": "m.notice", "body": "✋ Approve?"}
+    request = Outgoing(state, "m.room.message", content, None, "req_1")
+    try:
+        await killed.matrix.join(room)
+        assert killed.outbox.enqueue(request)
+        # The send the killed process made: its answer was never read.
+        event_id = await killed.matrix.send(room, "m.room.message", "dlv_request_1", content)
+    finally:
+        await killed.matrix.aclose()
+        await killed.host.aclose()
+        killed.ledger.close()
+
+    restarted = MatrixBridge(config)
+    answered: list[tuple[str, str, str | None]] = []
+
+    async def answer(room: str, event: Any, sender: str, sid: str, rid: str, **kw: Any) -> None:
+        answered.append((sid, rid, kw.get("reaction")))
+
+    restarted._answer = answer  # type: ignore[method-assign]
+    own = await alice.say(room, "a message of alice's")
+    try:
+        for target, reaction_id in ((own, "$to_alice"), (event_id, "$to_request")):
+            reaction = {
+                "type": "m.reaction", "sender": alice.user_id, "event_id": reaction_id,
+                "content": {"m.relates_to": {"rel_type": "m.annotation", "event_id": target,
+                                             "key": "✅"}},
+            }  # fmt: skip
+            await restarted._on_event(room, reaction)
+        assert answered == [("ses_a", "req_1", "✅")]
+    finally:
+        await restarted.matrix.aclose()
+        await restarted.host.aclose()
+        restarted.ledger.close()
 
 
 async def test_synapse_down_30_s_deliveries_retry_the_agent_finishes_then_all_are_sent(

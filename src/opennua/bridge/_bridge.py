@@ -217,12 +217,35 @@ class MatrixBridge:
 
     async def _source_of(self, room_id: str, event_id: str) -> tuple[str, str, str] | None:
         """(session, kind, source) of our delivery that became `event_id`; asked again once
-        the room's send in flight is recorded (it may be that very event)."""
+        the room's send in flight is recorded (it may be that very event), then of the
+        homeserver when a delivery of the room is still open: a process killed between a
+        send and its record left the event in the room, and a person may answer it before
+        this process sends it again."""
         found = self.ledger.source_of_event(event_id)
         if found is None:
             await self.outbox.recorded(room_id)
             found = self.ledger.source_of_event(event_id)
+        if found is None and any(
+            out.state.room_id == room_id for out in self.ledger.open_deliveries()
+        ):
+            found = await self._unrecorded_send(room_id, event_id)
         return found
+
+    async def _unrecorded_send(self, room_id: str, event_id: str) -> tuple[str, str, str] | None:
+        """The open delivery `event_id` was sent as, by the transaction id the homeserver
+        keeps for this device's own events (our transaction id is the delivery id)."""
+        try:
+            event = await self.matrix.event(room_id, event_id)
+        except MatrixError as exc:
+            _log.warning("could not read event %s in %s: %s", event_id, room_id, exc)
+            return None
+        txn_id = (event.get("unsigned") or {}).get("transaction_id")
+        if event.get("sender") != self.config.user_id or not isinstance(txn_id, str):
+            return None
+        out = self.ledger.get(txn_id)
+        if out is None or out.state.room_id != room_id or out.source is None:
+            return None
+        return out.state.session_id, out.state.kind, out.source
 
     async def _command(self, room_id: str, event: dict[str, Any], text: str) -> None:
         words = text.split()

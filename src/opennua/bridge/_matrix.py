@@ -81,6 +81,11 @@ class Matrix:
         path = f"{_API}/rooms/{_q(room_id)}/send/{_q(event_type)}/{_q(txn_id)}"
         return str((await self._call("PUT", path, json=content))["event_id"])
 
+    async def event(self, room_id: str, event_id: str) -> dict[str, Any]:
+        """One event of a room as this device sees it: its own events carry
+        `unsigned.transaction_id`."""
+        return await self._call("GET", f"{_API}/rooms/{_q(room_id)}/event/{_q(event_id)}")
+
     async def upload(self, data: bytes, filename: str, content_type: str) -> str:
         """Upload media; returns its `mxc://` URI."""
         body = await self._call(
