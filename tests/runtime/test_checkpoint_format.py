@@ -153,6 +153,34 @@ def test_steps_name_runs_by_index_and_replay_to_the_same_state() -> None:
     assert again.runs[ROOT].output_retries == live.runs[ROOT].output_retries == 1
 
 
+def test_step_records_keep_text_as_utf_8_and_what_orjson_refuses_still_round_trips() -> None:
+    """Records are written by orjson: text outside ASCII as UTF-8, not `\\u` escapes (a
+    third of the bytes for most scripts). What orjson refuses (a lone surrogate, an integer
+    past 64 bits) goes to the standard library and reads back the same."""
+    live = ExecState(root_run_id=ROOT, snapshot_digest=DIGEST)
+    text = "Résumé du rapport trimestriel: 完成"
+    ops: list[Op] = [
+        RunOp(run=ROOT, prompt=text, instructions="be brief"),
+        IssueOp(run=ROOT, n=1),
+        ResponseOp(run=ROOT, message=_response(), calls=("call_1", "call_2")),
+        ResultOp(run=ROOT, part=ToolReturnPart(tool_name="emit", content=text, tool_call_id="a")),
+    ]
+    for op in ops:
+        apply(live, op)
+    payload = encode_step(live, ops)
+    assert text.encode() in payload
+    assert decode_op(json.loads(payload)["ops"][0], [ROOT]) == ops[0]
+
+    odd = [
+        ResultOp(
+            run=ROOT, part=ToolReturnPart(tool_name="emit", content="\ud800", tool_call_id="b")
+        ),
+        AnswerOp(run=ROOT, reason="ask_user", payload={"n": 2**70}),
+    ]
+    wire = json.loads(encode_step(live, odd))["ops"]
+    assert [decode_op(w, [ROOT]) for w in wire] == odd
+
+
 def test_a_full_checkpoint_keeps_a_waiting_run_and_its_answer() -> None:
     live = ExecState(root_run_id=ROOT, snapshot_digest=DIGEST)
     for op in _ops()[:10]:  # up to the wait

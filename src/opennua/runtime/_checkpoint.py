@@ -33,6 +33,7 @@ from pydantic_ai.messages import (
     ToolReturnPart,
 )
 
+from opennua._common import json_text
 from opennua.runtime._errors import IncompatibleCheckpoint
 from opennua.runtime._ops import (
     AnswerOp,
@@ -402,7 +403,11 @@ def _decode_run(r: Wire) -> RunState:
 
 
 def _json(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"))
+    # orjson (the standard library for what it refuses): every step's record goes through
+    # here, and the standard library's encoder was ~2 % of a busy server's Python time
+    # (py-spy, `benchmarks/peers_server.py` at N = 10). The values are pydantic's JSON
+    # dumps and the log's own payloads, where NaN is already null.
+    return json_text(value)
 
 
 def _messages_json(run: RunState) -> str:
