@@ -291,6 +291,33 @@ async def test_any_other_task_name_starts_the_general_worker(
     assert "task" not in worker.tools and "skill" in worker.tools  # the parent's, minus task
 
 
+async def test_each_run_is_offered_its_own_tools_at_every_request(
+    plugin_root: Path, workdir: Path
+) -> None:
+    """What a run is offered is built once per sub-agent and depth in an attempt: a named
+    sub-agent and the general worker at the same depth still see their own lists, and the
+    root sees its own again after both."""
+    model = Recording(
+        [
+            ScriptStep(calls=(call("task", name="reviewer", task=REVIEW),)),
+            ScriptStep(calls=(call("task", name="helper", task="Help."),)),
+            say("ok"),
+        ],
+        workers={REVIEW: [say("Looks good.")], "Help.": [say("helped")]},
+    )
+    outcome, _, _ = await drive(
+        lambda j: make_loop(_agent(plugin_root), j, workdir, model), InMemoryJournal(), "x"
+    )
+    assert isinstance(outcome, Completed), outcome
+    offered = {r.prompt: r.tools for r in model.requests}
+    assert len(offered) == 3
+    assert offered[REVIEW] == ["notes__lookup", "read_file"]
+    assert "task" not in offered["Help."] and "skill" in offered["Help."]
+    roots = [r.tools for r in model.requests if r.prompt not in (REVIEW, "Help.")]
+    assert len(roots) == 3 and all(tools == roots[0] for tools in roots)
+    assert "task" in roots[0]
+
+
 # -- one budget per execution ----------------------------------------------------------------
 
 STEP_USAGE = RequestUsage(input_tokens=1000, output_tokens=1000)

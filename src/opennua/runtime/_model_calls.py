@@ -82,6 +82,8 @@ class ModelCalls:
         self._writer = writer
         self._cancel = cancel
         self._tools = tools
+        #: (sub-agent, depth) -> the tool definitions such a run is offered.
+        self._offered: dict[tuple[str | None, int], list[ToolDefinition]] = {}
         # The provider SDK does not retry: this loop does, where clients can see it.
         self._settings = ModelSettings(timeout=limits.model_timeout, max_retries=0)
         self._fresh: set[str] = set()  # runs whose issued model call this attempt opened
@@ -189,18 +191,23 @@ class ModelCalls:
         await self._cancel.race(self._env.sleep(delay))
 
     def _request_params(self, run: RunState, depth: int) -> ModelRequestParameters:
-        tools = [
-            ToolDefinition(
-                name=t.name,
-                description=t.description,
-                parameters_json_schema=t.parameters_schema,
-                # Said to no provider; scripted models read it (`ScriptedModel.client_script`).
-                metadata=CLIENT_TOOL_METADATA if t.client else None,
-            )
-            for t in self._agent.offered(self._tools, run.agent, depth).values()
-        ]
+        # An attempt's tools are fixed when it starts, so what a run is offered is built
+        # once per sub-agent and depth, not per model call (~1 % of a busy server's time).
+        offered = (run.agent, depth)
+        tools = self._offered.get(offered)
+        if tools is None:
+            tools = self._offered[offered] = [
+                ToolDefinition(
+                    name=t.name,
+                    description=t.description,
+                    parameters_json_schema=t.parameters_schema,
+                    # Said to no provider; scripted models read it (`ScriptedModel.client_script`).
+                    metadata=CLIENT_TOOL_METADATA if t.client else None,
+                )
+                for t in self._agent.offered(self._tools, run.agent, depth).values()
+            ]
         return ModelRequestParameters(
-            function_tools=tools,
+            function_tools=list(tools),
             allow_text_output=True,
             instruction_parts=[InstructionPart(self._instructions(run, depth))],
         )
