@@ -68,11 +68,7 @@ class Workspace:
     async def commit(self) -> Manifest:
         """Store the files as they are now; return the manifest that names them. An
         unchanged workspace costs one thread hop: the scan, which hashes nothing."""
-        if self._index is None:
-            found, touched, index = await asyncio.to_thread(self._scan_loaded)
-        else:
-            index = self._index
-            found, touched = await asyncio.to_thread(_scan, self.root, index)
+        found, touched, index = await self._scan()
         for rel in touched:
             st, sha256 = found[rel]
             sha256 = await self._store_file(rel, sha256)
@@ -92,6 +88,17 @@ class Workspace:
         size = sum(st.st_size for st, _ in found.values())
         return Manifest(manifest, len(found), size)
 
+    async def _scan(
+        self,
+    ) -> tuple[dict[str, tuple[os.stat_result, str]], set[str], dict[str, list[Any]]]:
+        """The files as they are, those changed since the index, and the index: one thread
+        hop, reading the index first if this object has not yet."""
+        if self._index is None:
+            return await asyncio.to_thread(self._scan_loaded)
+        index = self._index
+        found, touched = await asyncio.to_thread(_scan, self.root, index)
+        return found, touched, index
+
     def _scan_loaded(
         self,
     ) -> tuple[dict[str, tuple[os.stat_result, str]], set[str], dict[str, list[Any]]]:
@@ -103,8 +110,7 @@ class Workspace:
         """Make the directory equal to ``manifest``; return it, the sorted paths whose local
         copy differed from it (lost uncommitted changes) and how many files were written."""
         wanted = decode_manifest(await self._blobs.read(manifest))
-        index = await self._loaded_index()
-        found, _ = await asyncio.to_thread(_scan, self.root, index)
+        found, _, index = await self._scan()
         before = {rel: list(cached) for rel, cached in index.items()}
         lost: list[str] = []
         for rel, (st, sha256) in found.items():
@@ -136,8 +142,7 @@ class Workspace:
 
     async def clear(self) -> list[str]:
         """Remove every file (a workspace retention retired); the sorted paths removed."""
-        index = await self._loaded_index()
-        found, _ = await asyncio.to_thread(_scan, self.root, index)
+        found, _, index = await self._scan()
         for rel in found:
             await asyncio.to_thread(os.unlink, self.root / rel)
         index.clear()
@@ -151,11 +156,6 @@ class Workspace:
         # the hash and this read is recorded as what was read.
         ref = await self._blobs.put_stream(_read_chunks(self.root / rel))
         return ref.sha256
-
-    async def _loaded_index(self) -> dict[str, list[Any]]:
-        if self._index is None:
-            self._index = await asyncio.to_thread(self._load_index)
-        return self._index
 
     def _load_index(self) -> dict[str, list[Any]]:
         # Only a cache: a missing or damaged index costs a re-hash, never a wrong commit
