@@ -154,9 +154,9 @@ def test_steps_name_runs_by_index_and_replay_to_the_same_state() -> None:
 
 
 def test_step_records_keep_text_as_utf_8_and_what_orjson_refuses_still_round_trips() -> None:
-    """Records are written by orjson: text outside ASCII as UTF-8, not `\\u` escapes (a
-    third of the bytes for most scripts). What orjson refuses (a lone surrogate, an integer
-    past 64 bits) goes to the standard library and reads back the same."""
+    """Records are written by orjson: text outside ASCII as UTF-8, not `\\u` escapes (two
+    or three bytes a character instead of six). What orjson refuses (a lone surrogate, an
+    integer past 64 bits) goes to the standard library and reads back the same."""
     live = ExecState(root_run_id=ROOT, snapshot_digest=DIGEST)
     text = "Résumé du rapport trimestriel: 完成"
     ops: list[Op] = [
