@@ -3,6 +3,9 @@ from __future__ import annotations
 import hashlib
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from ulid import ULID
 
 from opennua.protocol.ids import PREFIXES, action_id, derived_id, kind_of, new_id, prefixed
 
@@ -46,7 +49,6 @@ def test_action_ids_are_deterministic_and_distinct() -> None:
 def test_derived_ids_keep_the_formula_the_bridge_and_actions_were_minted_with() -> None:
     """Ids already stored (actions, a bridge's deliveries and intents) must derive again
     to the same value: the formula is sha256 of the parts joined by 0x1f, as a ULID."""
-    from ulid import ULID
 
     def before(prefix: str, text: str) -> str:
         return prefix + str(ULID.from_bytes(hashlib.sha256(text.encode()).digest()[:16]))
@@ -69,3 +71,12 @@ def test_ids_made_in_one_millisecond_keep_their_order() -> None:
 
     made = [prefixed("workspace", ULID.from_timestamp(1_800_000_000.0)) for _ in range(50)]
     assert made == sorted(made) and len(set(made)) == 50
+
+
+@given(st.integers(0, (1 << 48) - 1), st.binary(min_size=10, max_size=10))
+def test_an_ids_text_is_the_ulid_spelling_of_its_bytes(ms: int, entropy: bytes) -> None:
+    """Ids are spelled by opennua's own encoder: exactly as python-ulid spells the same 16
+    bytes, so ids minted before it was written sort and compare as they did."""
+    made = new_id("action", ms=ms, entropy=entropy)
+    assert made == "act_" + str(ULID.from_bytes(ms.to_bytes(6, "big") + entropy))
+    assert ULID.from_str(made[4:]).bytes == ms.to_bytes(6, "big") + entropy
