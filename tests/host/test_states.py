@@ -13,6 +13,7 @@ from opennua.host._states import SessionStates
 from opennua.protocol import action_from_dict, replay, state_from_json, state_to_json
 from opennua.store import NotFound, Snapshot, Store, open_store
 from opennua.store._watch import WatchHub
+from tests.conformance.authoring import Log
 
 
 @pytest.fixture
@@ -279,3 +280,41 @@ async def test_the_keeper_does_not_read_back_a_wake_up_advance_folded(
     finally:
         keeper.cancel()
         watcher.close()
+
+
+@pytest.mark.parametrize("path", ["fold", "advance"])
+async def test_a_late_action_on_an_old_turn_is_in_the_next_stored_snapshot(
+    store: Store, path: str
+) -> None:
+    """A long state's snapshot keeps the text of turns no action named since the last one
+    (`opennua.host._snapshot_text`): a late action on an ended turn, folded from the log or
+    handed over by this process's Supervisor, is in the next stored snapshot."""
+    log = Log("ses_big")
+    log.session()
+    for n in range(10):  # ~9 KB a turn: past what a Host keeps turn texts for
+        turn = f"trn_{n}"
+        log.turn(turn)
+        log.start(turn)
+        log.tool(turn, "run_root", f"call_{n}")
+        log.tool_done(turn, "run_root", f"call_{n}", output="x" * 8_000)
+        log.end(turn)
+    await store.create_session("ses_big", created_at=0.0, title="big")
+    await store.append("ses_big", [{k: v for k, v in a.items() if k != "seq"} for a in log.actions])
+    states = SessionStates(store)
+    await states.fold("ses_big")
+    assert (await store.get_snapshot("ses_big")).seq == len(log.actions)  # type: ignore[union-attr]
+
+    mark = len(log.actions)
+    log.usage("trn_0", "run_root", n=7)  # names the first turn, long ended
+    log.turn("trn_10")
+    log.start("trn_10")
+    log.end("trn_10")
+    later = [{k: v for k, v in a.items() if k != "seq"} for a in log.actions[mark:]]
+    seqs = await store.append("ses_big", later)
+    if path == "advance":
+        await states.advance("ses_big", [{**a, "seq": s} for a, s in zip(later, seqs, strict=True)])
+    await states.fold("ses_big")
+    stored = await store.get_snapshot("ses_big")
+    assert stored is not None and stored.seq == len(log.actions)
+    assert state_to_json(state_from_json(stored.state_json)) == await _replayed(store, "ses_big")
+    assert state_from_json(stored.state_json)["turns"][0]["usage"]["input_tokens"] > 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from opennua._common import json_text
 from opennua.protocol.actions import action_from_dict
 from opennua.protocol.reducer import SequenceGap, reduce, replay
 from opennua.protocol.state import initial_state, state_from_json, state_to_json
@@ -147,3 +148,29 @@ def test_duplicates_and_resynced_gaps_converge(log: Log, data: st.DataObject) ->
     for action in actions[delivered:]:
         client = reduce(client, action)
     assert state_to_json(client) == snapshots[-1]
+
+
+@st.composite
+def logs_with_late_actions(draw: st.DrawFn) -> Log:
+    """A log whose turns ended, then actions naming earlier turns again (a late usage, a
+    file change, an artifact; most are anomalies on an ended turn)."""
+    log = draw(logs())
+    turns = sorted({a["turn_id"] for a in log.actions if a["turn_id"]})
+    late = st.tuples(st.sampled_from(turns), st.sampled_from(SEGMENTS))
+    for n, (turn, segment) in enumerate(draw(st.lists(late, max_size=6))):
+        _turn_body(log, turn, [segment], f"late{n}")
+    return log
+
+
+@settings(max_examples=150, deadline=None)
+@given(log=logs_with_late_actions())
+def test_an_action_changes_no_turn_but_the_one_it_names(log: Log) -> None:
+    """What a Host's snapshots rely on to keep the text of unchanged turns
+    (`opennua.host._snapshot_text`): a turn changes only by an action naming it."""
+    state = initial_state()
+    for raw in log.actions:
+        before = {turn["turn_id"]: json_text(turn) for turn in state["turns"]}
+        state = reduce(state, action_from_dict(raw))
+        for turn in state["turns"]:
+            if turn["turn_id"] != raw["turn_id"] and turn["turn_id"] in before:
+                assert json_text(turn) == before[turn["turn_id"]], raw["type"]

@@ -13,10 +13,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from opennua._common import json_text
 from opennua.protocol import (
     SessionState,
     action_from_dict,
@@ -27,6 +26,8 @@ from opennua.protocol import (
     state_to_json,
 )
 from opennua.store import MAX_SNAPSHOTS_DUE, LogStore, Watcher, snapshot_due
+
+from ._snapshot_text import TurnTexts
 
 _log = logging.getLogger(__name__)
 
@@ -41,6 +42,8 @@ class _Cached:
     #: seq of the snapshot stored last, and whether a turn ended after it
     snapshot_seq: int
     ended_since: bool = False
+    #: The turns' texts of the last snapshot, for the next one.
+    texts: TurnTexts = field(default_factory=TurnTexts)
 
 
 class SessionStates:
@@ -100,6 +103,7 @@ class SessionStates:
                 for raw in page:
                     state = reduce(state, action_from_dict(raw))
                     cached.ended_since = cached.ended_since or raw["type"] == "turn.ended"
+                    cached.texts.touched(raw.get("turn_id"))
                 if len(page) < _PAGE:
                     break
             cached.state = state
@@ -109,7 +113,8 @@ class SessionStates:
                 # Not the canonical form clients get (`state_to_json`: sorted keys, floats
                 # as JavaScript spells them, after a float scan that was ~15 % of a busy
                 # loop): only a Host reads a stored snapshot back (`state_from_json`).
-                await self._store.put_snapshot(session_id, state["seq"], json_text(state))
+                text = cached.texts.encode(state)
+                await self._store.put_snapshot(session_id, state["seq"], text)
                 cached.snapshot_seq, cached.ended_since = state["seq"], False
             self._states[session_id] = cached
             self._states.move_to_end(session_id)
@@ -135,6 +140,7 @@ class SessionStates:
                     break
                 state = reduce(state, action_from_dict(raw))
                 cached.ended_since = cached.ended_since or raw["type"] == "turn.ended"
+                cached.texts.touched(raw.get("turn_id"))
             cached.state = state
 
     async def keep_snapshots(self, wakeups: Watcher) -> None:
