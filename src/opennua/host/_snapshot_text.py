@@ -2,10 +2,10 @@
 
 A snapshot is the whole state, and a long session's state is mostly its turns: at a turn
 end, every earlier turn is as the last snapshot wrote it. The reducer changes a turn only
-for an action that names it (`turn_id`; docs/protocol.md, "Reducer"), so a Host keeps each
-turn's JSON from the last snapshot and encodes again only the turns that the actions
-folded since named. Encoding whole states was ~3.5 % of a busy server's Python time
-(py-spy, `benchmarks/peers_server.py` at N = 10, where a session's state reaches ~500 KB).
+for an action that names it (its `turn_id`; docs/protocol.md), so a Host keeps each turn's
+JSON from the last snapshot and encodes again only the turns that the actions folded since
+named. Encoding whole states was 3.3 % of a busy server's Python time (py-spy,
+`benchmarks/peers_server.py` at N = 10, where a session's state reaches ~400 KB).
 
 The text is byte for byte what `json_text(state)` writes: orjson keeps the state's key
 order, and a kept turn goes in as the `orjson.Fragment` it was.
