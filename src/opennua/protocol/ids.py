@@ -96,7 +96,7 @@ def prefixed(kind: IdKind, ulid: ULID) -> str:
     """`kind`'s id for a ULID the caller made. Records made by the injected clock use
     `ULID.from_timestamp(now)`, whose random part grows within a millisecond: ids made in
     one (a fake clock's whole test) keep the order they were made in."""
-    return PREFIXES[kind] + str(ulid)
+    return PREFIXES[kind] + _ulid_text(ulid.bytes)
 
 
 def derived_id(kind: IdKind, *parts: str) -> str:
