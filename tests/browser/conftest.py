@@ -48,9 +48,10 @@ def browser() -> Iterator[object]:
 
 
 @pytest.fixture
-def server(tmp_path: Path) -> Iterator[Server]:
-    """A `nua serve` of its own, the demo paced so a test can act mid-task."""
-    started = Server(tmp_path, step_delay="0.3").start()
+def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Server]:
+    """A `nua serve` of its own, the demo paced so a test can act mid-task (0.3 s a model
+    step, or the seconds a test gives with `parametrize("server", [...], indirect=True)`)."""
+    started = Server(tmp_path, step_delay=getattr(request, "param", "0.3")).start()
     try:
         yield started
     finally:
