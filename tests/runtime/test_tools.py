@@ -59,6 +59,21 @@ def test_tool_decorator_schema_and_flags() -> None:
         charge.validate('{"amount": 1, "extra": 2}')
 
 
+def test_arguments_are_read_as_the_standard_library_reads_them() -> None:
+    # orjson reads them fast; an integer past 64 bits stays exact (orjson alone would make
+    # it a float) and text that is not JSON is still a ValueError the loop reports.
+    @tool("count")
+    def count(ctx: ToolContext, n: int, label: str = "") -> str:
+        return str(n)
+
+    assert count.validate('{"n": 1180591620717411303424, "label": "\\u00e9"}') == {
+        "n": 2**70,
+        "label": "\u00e9",
+    }
+    with pytest.raises(ValueError):
+        count.validate('{"n": ')
+
+
 def test_a_tool_schema_is_built_once_and_a_provider_transform_leaves_it_as_it_was() -> None:
     @tool("book")
     def book(ctx: ToolContext, title: str, nights: int | None = None) -> str:

@@ -20,7 +20,6 @@ never a silent resume.
 
 from __future__ import annotations
 
-import json
 import zlib
 from datetime import datetime
 from typing import Any, assert_never
@@ -33,7 +32,7 @@ from pydantic_ai.messages import (
     ToolReturnPart,
 )
 
-from opennua._common import json_text
+from opennua._common import json_text, json_value
 from opennua.runtime._errors import IncompatibleCheckpoint
 from opennua.runtime._ops import (
     AnswerOp,
@@ -445,7 +444,7 @@ def decode(
     or one of the ``equivalent`` digests the same definition had before)."""
     accepted = equivalent | {snapshot_digest}
     if full is not None:
-        doc = json.loads(_inflate(full))
+        doc = json_value(_inflate(full))
         _check(doc.get("v"), doc.get("snapshot_digest"), accepted, snapshot_digest)
         state = ExecState(root_run_id=doc["root_run_id"], snapshot_digest=snapshot_digest)
         state.step_no, state.model_calls = doc["step_no"], doc["model_calls"]
@@ -456,7 +455,7 @@ def decode(
         state = ExecState(root_run_id=root_run_id, snapshot_digest=snapshot_digest)
     run_ids = list(state.runs)
     for step_no, payload in steps:
-        doc = json.loads(_inflate(payload))
+        doc = json_value(_inflate(payload))
         version = doc.get("v")
         _check(version, doc.get("digest", snapshot_digest), accepted, snapshot_digest)
         for wire in doc["ops"]:

@@ -38,6 +38,7 @@ from pydantic_ai.models import Model, ModelRequestParameters
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import ToolDefinition
 
+from opennua._common import json_value
 from opennua.protocol import actions as pa
 from opennua.protocol import timestamp
 from opennua.runtime._agent import AgentDefinition
@@ -307,7 +308,7 @@ def _input_json(part: ToolCallPart) -> Any:
     args = part.args
     if isinstance(args, str):
         try:
-            return json.loads(args)
+            return json_value(args)
         except ValueError:
             return args
     if isinstance(args, dict) or args is None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
-import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,6 +12,7 @@ from typing import Any, Protocol, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError, create_model
 
+from opennua._common import json_value
 from opennua.protocol.actions import ToolKind
 from opennua.runtime._sandbox import Sandbox
 
@@ -125,7 +125,7 @@ class Tool:
         if raw_args is None or raw_args == "":
             data: Any = {}
         elif isinstance(raw_args, str):
-            data = json.loads(raw_args)
+            data = json_value(raw_args)
         else:
             data = raw_args
         if self.args_model is None:

@@ -12,6 +12,8 @@ from typing import Any
 
 import orjson
 
+from opennua._common import json_value
+
 from ._errors import InvalidInput, not_utf8
 
 # Types orjson would write but the standard library refuses are handed to the latter,
@@ -52,4 +54,4 @@ def check_text(text: str, what: str) -> None:
 
 
 def loads(text: str | None) -> Any:
-    return None if text is None else json.loads(text)
+    return None if text is None else json_value(text)
