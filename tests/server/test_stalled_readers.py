@@ -42,6 +42,15 @@ def _stalled_reader(base: str, sid: str) -> socket.socket:
     return sock  # and never read from again
 
 
+def _read_until_reset(sock: socket.socket) -> int:
+    """The bytes a stalled socket still held before the server's reset reached it."""
+    received = 0
+    with pytest.raises(ConnectionResetError):
+        while chunk := sock.recv(1 << 20):
+            received += len(chunk)
+    return received
+
+
 def _overflowing() -> int:
     """How many 1 MB actions a stalled reader cannot absorb: more than the kernel's largest
     autotuned send buffer (4 MiB on Linux by default; 3 MB fitted in it, and no reader
@@ -99,12 +108,12 @@ async def test_sse_readers_that_never_read_are_dropped_within_the_timeout(env: E
                 # its own receive buffer took before it stalled, then the reset. What the
                 # server had queued was discarded, not left to an orphaned kernel socket
                 # that would trickle megabytes on (or give up on the peer without a word).
+                # Read in a thread: the server runs on this event loop, and a stream the Hub
+                # has dropped may not have aborted its connection yet (a blocking recv here
+                # would keep it from ever doing so: CI saw one such recv time out).
                 for sock in sockets:
-                    sock.settimeout(15)  # a loaded CI machine resets them later
-                    received = 0
-                    with pytest.raises(ConnectionResetError):
-                        while chunk := sock.recv(1 << 20):
-                            received += len(chunk)
+                    sock.settimeout(15)
+                    received = await asyncio.to_thread(_read_until_reset, sock)
                     assert received <= 64 * 1024
             finally:
                 for sock in sockets:
