@@ -116,20 +116,34 @@ class WebDriver(Driver):
         self._show(sid)
         card = f'[data-request-id="{rid}"]'
         button = f"{card} button[data-option-id={option_id}]"
+        resolved = f"{card}[data-status=resolved] .resolution"
         from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
+        # The button, or the card already resolved: in a race the other answer can reach
+        # this page first, and then, as for a person who comes too late, there is nothing
+        # to click, only who answered (CI saw the click wait for a button that was gone).
+        self.page.wait_for_selector(f"{button}, {resolved}")
+        clicked = False
         try:
-            self.page.click(button, timeout=10_000)
+            if self.page.locator(button).count():
+                self.page.click(button, timeout=10_000)
+                clicked = True
         except PlaywrightTimeout:
             # Seen on CI under load: the card re-drawn faster than the click's stability
             # check settles ("detached from the DOM, retrying"). The button's own handler
-            # still decides; dispatch the click to the button as drawn now.
-            self.page.locator(button).dispatch_event("click")
-        line = self.page.wait_for_selector(f"{card}[data-status=resolved] .resolution")
+            # still decides; dispatch the click to the button as drawn now, if it is.
+            with contextlib.suppress(PlaywrightTimeout):
+                self.page.locator(button).dispatch_event("click", timeout=2_000)
+                clicked = True
+        line = self.page.wait_for_selector(resolved)
         assert line is not None
         winner = line.get_attribute("data-answered-by") or ""
-        lost = self.page.locator(f"{card} [data-lost=true]").count() == 1
-        return Answered(not lost, winner)
+        won = winner == self.client_id
+        if clicked and not won:
+            # Our answer went out and lost: the page says so once its 409 is back, which
+            # may be after the winner's resolution reached it on the stream.
+            self.page.wait_for_selector(f"{card} [data-lost=true]")
+        return Answered(won, winner)
 
     def disconnect(self, sid: str) -> None:
         # The tab goes away: its event stream closes with it.
