@@ -21,7 +21,8 @@ counted when it reaches the client inside the window.
 
 Printed per level: steps/s and turns/s; server CPU seconds per step (utime + stime of the
 server's process tree from /proc over the window, children that exited included); stream
-events and bytes per step (the SSE bytes as received); and the driver's own CPU seconds per
+events and bytes per step (the SSE bytes as received, and as text once inflated: both
+servers are asked for gzip, as a browser asks); and the driver's own CPU seconds per
 step: on a two-core machine the clients compete with the server for the CPU.
 
 LangGraph's in-memory runtime is not durable (its dicts are pickled to disk every 10 s,
@@ -78,7 +79,8 @@ class Counts:
     steps: int = 0
     turns: int = 0
     events: int = 0
-    bytes: int = 0
+    bytes: int = 0  # the event stream's text
+    wire: int = 0  # what crossed the connection for it: compressed, when it was
 
 
 def tree_cpu(pid: int) -> float:
@@ -113,13 +115,17 @@ def self_cpu() -> float:
 async def sse(
     http: httpx.AsyncClient, method: str, path: str, counts: Counts, window: Window, **kw: Any
 ) -> AsyncIterator[tuple[str, Any]]:
-    """(event name, decoded data) of an SSE response, its bytes and events counted."""
+    """(event name, decoded data) of an SSE response, its bytes and events counted: as text
+    and as received (httpx asks for gzip, as browsers do)."""
     event = "message"
     async with http.stream(method, path, timeout=None, **kw) as response:
         response.raise_for_status()
+        received = 0
         async for line in response.aiter_lines():
             inside = window.inside()
             counts.bytes += (len(line) + 1) * inside
+            counts.wire += (response.num_bytes_downloaded - received) * inside
+            received = response.num_bytes_downloaded
             if line.startswith("event:"):
                 event = line[6:].strip()
             elif line.startswith("data:"):
@@ -313,7 +319,8 @@ class Result:
             f"  {self.name:9s} N={self.n:<4d} {c.steps / self.seconds:7.1f} steps/s"
             f" {c.turns / self.seconds:6.2f} turns/s"
             f"  server {self.server_cpu / steps * 1000:6.2f} ms CPU/step"
-            f"  {c.events / steps:5.1f} events/step {c.bytes / steps / 1024:6.2f} KB/step"
+            f"  {c.events / steps:5.1f} events/step {c.wire / steps / 1024:6.2f} KB/step"
+            f" ({c.bytes / steps / 1024:.2f} KB as text)"
             f"  driver {self.driver_cpu / steps * 1000:5.2f} ms CPU/step"
             f"  ({c.steps} steps, {c.turns} turns)"
         )

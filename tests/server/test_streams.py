@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.typing import Origin
 
 from opennua.protocol import action_from_dict, replay, state_to_json
+from opennua.server._gzip import accepts_gzip
 from tests._support.polling import until
 
 from ._harness import AUTH, TOKEN, Env, environment, serving
@@ -194,6 +196,78 @@ async def test_sse_heartbeat_and_resync(small_env: Env) -> None:
         # The stream ended right after the resync event (no actions after it).
         tail = rest[rest.index("event: resync") :]
         assert tail[1].startswith("data: ") and not any(x.startswith("id: ") for x in tail)
+
+
+async def _raw_until(raw: Any, inflate: Any, text: list[str], needle: str, times: int) -> None:
+    """Read raw (still compressed) chunks until the text inflated so far holds `needle`
+    `times` times: what arrived must decode without the bytes still to come."""
+    while "".join(text).count(needle) < times:
+        chunk = await asyncio.wait_for(anext(raw), 5)
+        text.append(inflate(chunk).decode())
+
+
+async def test_sse_is_gzipped_when_asked_and_every_batch_decodes_on_arrival(
+    small_env: Env,
+) -> None:
+    env = small_env
+    async with serving(env.app) as base, _client(base) as client:
+        sid = await _setup(client)
+        gzipped = {"Accept-Encoding": "br;q=1, gzip;q=0.5"}
+        async with client.stream("GET", f"/v1/sessions/{sid}/events", headers=gzipped) as r:
+            assert r.headers["content-encoding"] == "gzip"
+            assert r.headers["vary"] == "Accept-Encoding"
+            raw = r.aiter_raw()
+            inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            text: list[str] = []
+            # The five actions there are, while the stream stays open: flushed, not held
+            # in the compressor until more comes.
+            await _raw_until(raw, inflater.decompress, text, "event: action", 5)
+            assert not inflater.eof
+            await client.post(
+                f"/v1/sessions/{sid}/messages", json={"content": [{"type": "text", "text": "6"}]}
+            )
+            await _raw_until(raw, inflater.decompress, text, "event: action", 6)
+            assert "id: 6\n" in "".join(text)
+            # Overflow the subscriber: the stream ends after `resync`, its gzip member whole.
+            filler = [
+                {"v": 1, "session_id": sid, "id": f"act_gz_{i}", "type": "test.filler",
+                 "ts": "2027-01-15T08:00:00.000Z", "data": {}}
+                for i in range(200)
+            ]  # fmt: skip
+            await env.store.append(sid, filler)
+            await env.hub.notify(sid)
+            text.extend([inflater.decompress(chunk).decode() async for chunk in raw])
+        assert inflater.eof and not inflater.unused_data
+        assert "event: resync" in "".join(text)
+        for refused in ("identity", "gzip;q=0, *", "*;q=0", "deflate"):
+            plain = {"Accept-Encoding": refused}
+            async with client.stream("GET", f"/v1/sessions/{sid}/events", headers=plain) as r:
+                assert "content-encoding" not in r.headers, refused
+                first = await asyncio.wait_for(anext(r.aiter_raw()), 5)
+            assert first.startswith(b": connected"), refused
+
+
+@pytest.mark.parametrize(
+    ("header", "gzip"),
+    [
+        ("gzip", True),
+        ("GZIP", True),
+        ("x-gzip", True),
+        ("gzip, deflate, br, zstd", True),
+        ("deflate;q=1, gzip;q=0.001", True),
+        ("*", True),
+        ("br, *;q=0.1", True),
+        ("", False),
+        ("identity", False),
+        ("gzip;q=0", False),
+        ("gzip;q=0.000", False),
+        ("gzip;q=0, *", False),
+        ("*;q=0", False),
+        ("gzip;q=nonsense", False),
+    ],
+)
+def test_accept_encoding_is_read_as_rfc_9110_says(header: str, gzip: bool) -> None:
+    assert accepts_gzip([(b"accept-encoding", header.encode())]) is gzip
 
 
 async def test_websocket_cookie_needs_own_origin(env: Env) -> None:

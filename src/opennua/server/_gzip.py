@@ -1,0 +1,61 @@
+"""gzip for a live stream (docs/server.md, "Live streams"): one gzip member for the whole
+response, flushed at every write, so each batch of events can be decoded the moment it
+arrives and none waits in the compressor for the next.
+
+Starlette's GZipMiddleware leaves `text/event-stream` alone for exactly that reason: it
+flushes only when the response ends. Every SSE client in use (browsers' EventSource,
+httpx, undici's fetch) asks for gzip and inflates as bytes arrive.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Iterable
+
+#: A 4 KiB window and memLevel 5: ~40 KiB of compressor state per open stream instead of
+#: zlib's default ~260 KiB. An action repeats the ids of the few before it (its session,
+#: turn and run), which lie well inside 4 KiB; the default window saved 15 % more bytes
+#: on the demo turn, for six times the memory of every subscriber.
+WINDOW_BITS = 12
+MEMORY_LEVEL = 5
+GZIP_HEADER = 16  # added to the window bits: write a gzip member, not a zlib stream
+
+
+def accepts_gzip(headers: Iterable[tuple[bytes, bytes]]) -> bool:
+    """Whether a request's `Accept-Encoding` allows gzip (RFC 9110 §12.5.3): named, or
+    covered by `*`, with a weight above 0."""
+    allowed: dict[str, bool] = {}
+    for name, value in headers:
+        if name != b"accept-encoding":
+            continue
+        for item in value.decode("latin-1").split(","):
+            coding, _, params = item.strip().lower().partition(";")
+            allowed[coding.strip()] = _weight(params) > 0
+    return allowed.get("gzip", allowed.get("x-gzip", allowed.get("*", False)))
+
+
+def _weight(params: str) -> float:
+    for param in params.split(";"):
+        key, _, value = param.strip().partition("=")
+        if key.strip() == "q":
+            try:
+                return float(value)
+            except ValueError:
+                return 0.0  # a weight that is not a number allows nothing
+    return 1.0
+
+
+class GzipStream:
+    """Text in, gzip bytes out; every `write` ends on a byte boundary the peer can decode
+    up to (Z_SYNC_FLUSH), `end` closes the member."""
+
+    def __init__(self) -> None:
+        self._zlib = zlib.compressobj(
+            zlib.Z_DEFAULT_COMPRESSION, zlib.DEFLATED, GZIP_HEADER + WINDOW_BITS, MEMORY_LEVEL
+        )
+
+    def write(self, data: bytes) -> bytes:
+        return self._zlib.compress(data) + self._zlib.flush(zlib.Z_SYNC_FLUSH)
+
+    def end(self, data: bytes = b"") -> bytes:
+        return self._zlib.compress(data) + self._zlib.flush(zlib.Z_FINISH)
