@@ -1,18 +1,23 @@
-"""Fan-out latency: append → delivered to N WebSocket subscribers at a steady rate.
+"""Fan-out latency: append → delivered to N WebSocket or SSE subscribers at a steady rate.
 
     python benchmarks/fanout.py [--subscribers 100] [--rate 1000] [--seconds 10]
-                                [--client-procs 2]
+                                [--client-procs 2] [--transport ws|sse]
+                                [--sse-encoding gzip|identity]
 
 A server process runs the Host's HTTP app under uvicorn on 127.0.0.1 (the app `nua serve
 --role host` builds, SQLite store in a temporary directory) and, in the same process and
 on the same store, appends one `message.delta` at a time at a steady rate through
 `store.append` — the path a supervisor's writes take: the store's wake-up reaches the Hub,
 which reads the new actions once and queues them for every subscriber. N WebSocket clients
-(the `websockets` library, spread over a few client processes) subscribe before the first
-append. For every action and every subscriber we take the receipt time minus (a) the time
-just before the `append` call (it is embedded in the action) and (b) the time the
-`append` call returned (a durable commit). The first second is warm-up and not counted.
-Goal (issue 5): p99 ≤ 50 ms at 100 subscribers and 1,000 actions/s. Prints figures only.
+(the `websockets` library, or httpx streams of the session's SSE with `--transport sse`,
+spread over a few client processes) subscribe before the first append. SSE subscribers ask
+for gzip as browsers do (`--sse-encoding identity`: the text as is), so the server
+compresses each subscriber's stream on its own: the server's CPU over the appends is
+printed to show what that costs. For every action and every subscriber we take the receipt
+time minus (a) the time just before the `append` call (it is embedded in the action) and
+(b) the time the `append` call returned (a durable commit). The first second is warm-up
+and not counted. Goal (issue 5): p99 ≤ 50 ms at 100 subscribers and 1,000 actions/s.
+Prints figures only.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import contextlib
 import json
 import multiprocessing as mp
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -80,6 +86,7 @@ async def serve_and_append(data: str, port: int) -> None:
             t_return[i] = time.time()
 
         tasks: set[asyncio.Task[None]] = set()
+        cpu = _cpu()
         start = time.perf_counter() + 0.05
         for i in range(total):
             delay = start + i / rate - time.perf_counter()
@@ -93,10 +100,17 @@ async def serve_and_append(data: str, port: int) -> None:
         while tasks:
             await asyncio.gather(*list(tasks))
         elapsed = time.perf_counter() - start
+        cpu = _cpu() - cpu
         times = dumps({"call": t_call, "return": t_return})
         await asyncio.to_thread(Path(data, "times.json").write_text, times)
-        print(dumps({"elapsed": elapsed, "late": late}), flush=True)
+        print(dumps({"elapsed": elapsed, "late": late, "cpu": cpu}), flush=True)
         await loop.run_in_executor(None, sys.stdin.readline)  # until told to stop
+
+
+def _cpu() -> float:
+    """This process's CPU seconds, every thread's: the loop, the store's writer, uvicorn."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 # -- the subscriber processes ----------------------------------------------------------------
@@ -109,10 +123,16 @@ def subscriber_proc(
     count: int,
     total: int,
     timeout: float,
-    deflate: bool,
+    mode: str,
     out: Any,
 ) -> None:
-    asyncio.run(subscribers(port, sid, first, count, total, timeout, deflate, out))
+    """`mode`: `ws`, `ws-deflate`, `sse-gzip` or `sse-identity`."""
+    if mode.startswith("sse"):
+        encoding = mode.removeprefix("sse-")
+        asyncio.run(sse_subscribers(port, sid, first, count, total, timeout, encoding, out))
+    else:
+        deflate = mode == "ws-deflate"
+        asyncio.run(subscribers(port, sid, first, count, total, timeout, deflate, out))
 
 
 async def subscribers(
@@ -172,6 +192,63 @@ async def subscribers(
     out.put(("done", first, [r.tobytes() for r in results], resyncs))
 
 
+async def sse_subscribers(
+    port: int,
+    sid: str,
+    first: int,
+    count: int,
+    total: int,
+    timeout: float,
+    encoding: str,
+    out: Any,
+) -> None:
+    import httpx
+
+    headers = {"Authorization": f"Bearer {TOKEN}", "Accept-Encoding": encoding}
+    limits = httpx.Limits(max_connections=count + 1)
+    url = f"http://127.0.0.1:{port}/v1/sessions/{sid}/events?after=0"
+    resyncs = 0
+    async with httpx.AsyncClient(headers=headers, limits=limits, timeout=None) as http:
+        streams = contextlib.AsyncExitStack()
+        async with streams:
+            responses = [await streams.enter_async_context(http.stream("GET", url)) for _ in
+                         range(count)]  # fmt: skip
+            for response in responses:
+                response.raise_for_status()
+            out.put(("ready", first))
+
+            async def read(response: httpx.Response) -> array[float]:
+                nonlocal resyncs
+                got: array[float] = array("d")  # pairs: action number, receipt time
+                pending, last = "", -1
+                async for text in response.aiter_text():
+                    now = time.time()
+                    # Whole events only: a read may end inside one.
+                    pending += text
+                    cut = pending.rfind("\n\n") + 2
+                    events, pending = pending[:cut], pending[cut:]
+                    if "event: resync" in events:
+                        resyncs += 1
+                        break
+                    at = events.find(MARK)
+                    while at >= 0:
+                        last = int(events[at + len(MARK) : at + len(MARK) + 10])
+                        got.append(last)
+                        got.append(now)
+                        at = events.find(MARK, at + len(MARK))
+                    if last == total - 1:
+                        break
+                return got
+
+            try:
+                results = await asyncio.wait_for(
+                    asyncio.gather(*(read(r) for r in responses)), timeout
+                )
+            except TimeoutError:
+                results = []
+    out.put(("done", first, [r.tobytes() for r in results], resyncs))
+
+
 # -- the driver ------------------------------------------------------------------------------
 
 
@@ -185,7 +262,14 @@ def main() -> None:
     parser.add_argument(
         "--no-deflate",
         action="store_true",
-        help="subscribers do not offer permessage-deflate (browsers and websockets do)",
+        help="WebSocket subscribers do not offer permessage-deflate (browsers and websockets do)",
+    )
+    parser.add_argument("--transport", choices=["ws", "sse"], default="ws")
+    parser.add_argument(
+        "--sse-encoding",
+        choices=["gzip", "identity"],
+        default="gzip",
+        help="the SSE subscribers' Accept-Encoding (browsers and httpx ask for gzip)",
     )
     parser.add_argument("--child", metavar="DATA_DIR")
     parser.add_argument("--port", type=int)
@@ -217,10 +301,14 @@ def run(args: argparse.Namespace) -> None:
             ]
             first = 0
             timeout = args.seconds + 30
+            if args.transport == "sse":
+                mode = f"sse-{args.sse_encoding}"
+            else:
+                mode = "ws" if args.no_deflate else "ws-deflate"
             for count in per:
                 proc = ctx.Process(
                     target=subscriber_proc,
-                    args=(port, sid, first, count, total, timeout, not args.no_deflate, out),
+                    args=(port, sid, first, count, total, timeout, mode, out),
                     daemon=True,
                 )
                 proc.start()
@@ -278,12 +366,20 @@ def report(
                 from_call.append(at - times["call"][n])
                 from_return.append(at - times["return"][n])
     commit = [r - c for c, r in zip(times["call"], times["return"], strict=True)][skip:]
+    if args.transport == "sse":
+        how = f"SSE subscribers (Accept-Encoding: {args.sse_encoding})"
+    else:
+        offered = "not offered" if args.no_deflate else "offered; the server keeps it off"
+        how = f"WebSocket subscribers (permessage-deflate {offered})"
     print(
-        f"fan-out: {args.subscribers} WebSocket subscribers, {total} appends at "
+        f"fan-out: {args.subscribers} {how}, {total} appends at "
         f"{args.rate:.0f}/s target ({total / appended['elapsed']:.0f}/s achieved, "
         f"pacing fell behind by at most {appended['late'] * 1000:.1f} ms), "
-        f"{os.cpu_count()} CPUs, {args.client_procs} subscriber processes, "
-        f"permessage-deflate {'off' if args.no_deflate else 'on'}"
+        f"{os.cpu_count()} CPUs, {args.client_procs} subscriber processes"
+    )
+    print(
+        f"  server CPU over the appends {appended['cpu']:.2f} s in {appended['elapsed']:.2f} s"
+        f" ({appended['cpu'] / appended['elapsed'] * 100:.0f} % of a core)"
     )
     print(
         f"  deliveries {deliveries} of {total * args.subscribers} expected; resyncs {resyncs}"

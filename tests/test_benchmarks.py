@@ -118,6 +118,19 @@ def test_the_protocol_benchmark_streams_a_turn_through_each_protocol() -> None:
 
 
 @pytest.mark.timeout(LIMIT + 30)
+@pytest.mark.parametrize("transport", ["ws", "sse"])
+def test_the_fanout_benchmark_delivers_every_action_to_every_subscriber(transport: str) -> None:
+    """SSE subscribers ask for gzip: every action must be counted out of the compressed
+    stream, as the WebSocket's are out of its frames."""
+    out = _bench(
+        "benchmarks/fanout.py", "--subscribers", "4", "--rate", "200", "--seconds", "1",
+        "--warmup", "0", "--transport", transport,
+    )  # fmt: skip
+    assert "deliveries 800 of 800 expected; resyncs 0" in out, out
+    assert re.search(r"server CPU over the appends [0-9.]+ s", out), out
+
+
+@pytest.mark.timeout(LIMIT + 30)
 def test_the_server_peers_benchmark_counts_steps_on_both_servers() -> None:
     """Both `nua serve` and `langgraph dev` (from .venv-langgraph, which .ci/run builds)
     stream counted steps and turns: the figures are the full run's, not asserted here."""
