@@ -30,6 +30,7 @@ from opennua.store import SubscriptionRecord
 
 from ._authz import Authorized, Reader
 from ._edge import AppContext, Context, errors_doc
+from ._gzip import VARY, gzip_send
 from ._problems import Problem
 
 if TYPE_CHECKING:  # the SDK's types only for the checker: imported on the first request
@@ -148,14 +149,16 @@ class _Stream(StreamingResponse):
         super().__init__(
             content,
             media_type="text/event-stream",
-            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no", **VARY},
         )
         self._send_timeout = send_timeout
 
     async def __call__(self, scope: ASGIScope, receive: Receive, send: Send) -> None:
+        out = gzip_send(scope, send)
+
         async def timed(message: Message) -> None:
             async with asyncio.timeout(self._send_timeout):
-                await send(message)
+                await out(message)
 
         with contextlib.suppress(TimeoutError):
             await super().__call__(scope, receive, timed)

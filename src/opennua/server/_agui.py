@@ -43,6 +43,7 @@ from opennua.store import NotFound
 
 from ._authz import Acting, Authorized
 from ._edge import INTENT_ERRORS, AppContext, Context, errors_doc, guard_json_body
+from ._gzip import VARY, gzip_send
 from ._problems import Problem, problem_response
 from ._revocations import Watched
 from ._streams import until_first
@@ -223,7 +224,7 @@ class AguiResponse(Response):
         self.status_code = 200
         self.background = None
         self.media_type = _ENCODER.get_content_type()
-        self.init_headers({"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        self.init_headers({"Cache-Control": "no-cache", "X-Accel-Buffering": "no", **VARY})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         async def listen() -> None:
@@ -232,7 +233,7 @@ class AguiResponse(Response):
 
         listener = asyncio.ensure_future(listen())
         async with self._watch as watched:
-            pump = asyncio.ensure_future(self._pump(send, watched))
+            pump = asyncio.ensure_future(self._pump(gzip_send(scope, send), watched))
             await until_first(pump, listener)
         if pump.done() and not pump.cancelled():
             error = pump.exception()

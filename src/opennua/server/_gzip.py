@@ -1,6 +1,7 @@
 """gzip for a live stream (docs/server.md, "Live streams"): one gzip member for the whole
 response, flushed at every write, so each batch of events can be decoded the moment it
-arrives and none waits in the compressor for the next.
+arrives and none waits in the compressor for the next. Every event stream we serve (a
+session's SSE, AG-UI runs, A2A's `message/stream`) sends through `gzip_send`.
 
 Starlette's GZipMiddleware leaves `text/event-stream` alone for exactly that reason: it
 flushes only when the response ends. Every SSE client in use (browsers' EventSource,
@@ -12,6 +13,8 @@ from __future__ import annotations
 import zlib
 from collections.abc import Iterable
 
+from starlette.types import Message, Scope, Send
+
 #: A 4 KiB window and memLevel 5: ~40 KiB of compressor state per open stream instead of
 #: zlib's default ~260 KiB. An action repeats the ids of the few before it (its session,
 #: turn and run), which lie well inside 4 KiB; the default window saved 15 % more bytes
@@ -19,6 +22,32 @@ from collections.abc import Iterable
 WINDOW_BITS = 12
 MEMORY_LEVEL = 5
 GZIP_HEADER = 16  # added to the window bits: write a gzip member, not a zlib stream
+
+
+#: Every event stream says so, compressed or not: what it sends depends on the request's
+#: Accept-Encoding.
+VARY = {"Vary": "Accept-Encoding"}
+
+
+def gzip_send(scope: Scope, send: Send) -> Send:
+    """`send` for a streamed response, gzipped when the request accepts it: the start
+    gains `Content-Encoding: gzip`, every body message is compressed and flushed, the last
+    one closes the member. `send` itself when the request does not accept gzip."""
+    if not accepts_gzip(scope["headers"]):
+        return send
+    stream = GzipStream()
+
+    async def gzipped(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            headers = [*message.get("headers", ()), (b"content-encoding", b"gzip")]
+            message = {**message, "headers": headers}
+        elif message["type"] == "http.response.body":
+            body = message.get("body", b"")
+            more = message.get("more_body", False)
+            message = {**message, "body": stream.write(body) if more else stream.end(body)}
+        await send(message)
+
+    return gzipped
 
 
 def accepts_gzip(headers: Iterable[tuple[bytes, bytes]]) -> bool:

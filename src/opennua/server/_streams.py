@@ -28,7 +28,7 @@ from opennua.protocol import IntentResult, Rejected
 from opennua.protocol.intents import INTENT_ADAPTER
 
 from ._edge import json_problems
-from ._gzip import GzipStream, accepts_gzip
+from ._gzip import VARY, gzip_send
 from ._revocations import Watched
 
 HEARTBEAT_SECONDS = 15.0
@@ -73,9 +73,7 @@ class SSEResponse(Response):
         self.background = None
         self.media_type = "text/event-stream"
         # No body attribute yet, so no Content-Length: the stream ends when it ends.
-        self.init_headers(
-            {"Cache-Control": "no-cache", "X-Accel-Buffering": "no", "Vary": "Accept-Encoding"}
-        )
+        self.init_headers({"Cache-Control": "no-cache", "X-Accel-Buffering": "no", **VARY})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         disconnected = asyncio.Event()
@@ -87,8 +85,7 @@ class SSEResponse(Response):
 
         listener = asyncio.ensure_future(listen())
         async with self._watch if self._watch is not None else contextlib.nullcontext() as watched:
-            gzip = GzipStream() if accepts_gzip(scope["headers"]) else None
-            pump = asyncio.ensure_future(self._pump(send, watched, gzip))
+            pump = asyncio.ensure_future(self._pump(gzip_send(scope, send), watched))
             try:
                 await asyncio.wait({listener, pump}, return_when=asyncio.FIRST_COMPLETED)
             finally:
@@ -112,13 +109,9 @@ class SSEResponse(Response):
             if error is not None and not isinstance(error, _Stalled | OSError):
                 raise error
 
-    async def _pump(self, send: Send, watched: Watched | None, gzip: GzipStream | None) -> None:
-        """`gzip`: compress the stream (the request accepts it), flushed at every write."""
-
+    async def _pump(self, send: Send, watched: Watched | None) -> None:
         async def write(text: str, more: bool = True) -> None:
             data = text.encode()
-            if gzip is not None:
-                data = gzip.write(data) if more else gzip.end(data)
             for start in range(0, max(len(data), 1), SSE_PIECE):
                 try:
                     async with asyncio.timeout(self._send_timeout):
@@ -132,10 +125,7 @@ class SSEResponse(Response):
                 except TimeoutError:
                     raise _Stalled from None
 
-        headers = self.raw_headers
-        if gzip is not None:
-            headers = [*headers, (b"content-encoding", b"gzip")]
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
         await write(": connected\n\n")
         async with self._hub.subscribe(self._session_id, self._after) as subscription:
             if watched is not None:
