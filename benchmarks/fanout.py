@@ -116,6 +116,18 @@ def _cpu() -> float:
 # -- the subscriber processes ----------------------------------------------------------------
 
 
+def _received(text: str, now: float, got: array[float]) -> int:
+    """Record (action number, `now`) for every benchmark action in `text`; the last number
+    found, or -1."""
+    at, last = text.find(MARK), -1
+    while at >= 0:
+        last = int(text[at + len(MARK) : at + len(MARK) + 10])
+        got.append(last)
+        got.append(now)
+        at = text.find(MARK, at + len(MARK))
+    return last
+
+
 def subscriber_proc(
     port: int,
     sid: str,
@@ -173,13 +185,7 @@ async def subscribers(
                     resyncs += 1
                     break
                 # One message carries every action queued since the last one.
-                at, last = message.find(MARK), -1
-                while at >= 0:
-                    last = int(message[at + len(MARK) : at + len(MARK) + 10])
-                    got.append(last)
-                    got.append(now)
-                    at = message.find(MARK, at + len(MARK))
-                if last == total - 1:
+                if _received(message, now, got) == total - 1:
                     break
         return got
 
@@ -220,7 +226,7 @@ async def sse_subscribers(
             async def read(response: httpx.Response) -> array[float]:
                 nonlocal resyncs
                 got: array[float] = array("d")  # pairs: action number, receipt time
-                pending, last = "", -1
+                pending = ""
                 async for text in response.aiter_text():
                     now = time.time()
                     # Whole events only: a read may end inside one.
@@ -230,13 +236,7 @@ async def sse_subscribers(
                     if "event: resync" in events:
                         resyncs += 1
                         break
-                    at = events.find(MARK)
-                    while at >= 0:
-                        last = int(events[at + len(MARK) : at + len(MARK) + 10])
-                        got.append(last)
-                        got.append(now)
-                        at = events.find(MARK, at + len(MARK))
-                    if last == total - 1:
+                    if _received(events, now, got) == total - 1:
                         break
                 return got
 
