@@ -1,7 +1,7 @@
 """gzip for a live stream (docs/server.md, "Live streams"): one gzip member for the whole
 response, flushed at every write, so each batch of events can be decoded the moment it
 arrives and none waits in the compressor for the next. Every event stream we serve (a
-session's SSE, AG-UI runs, A2A's `message/stream`) sends through `gzip_send`.
+session's SSE, AG-UI runs, A2A's `SendStreamingMessage`) sends through `gzip_send`.
 
 Starlette's GZipMiddleware leaves `text/event-stream` alone for exactly that reason: it
 flushes only when the response ends. Every SSE client in use (browsers' EventSource,
@@ -75,8 +75,8 @@ def _weight(params: str) -> float:
 
 
 class GzipStream:
-    """Text in, gzip bytes out; every `write` ends on a byte boundary the peer can decode
-    up to (Z_SYNC_FLUSH), `end` closes the member."""
+    """Bytes in, one gzip member out: everything a `write` returns decodes on arrival
+    (Z_SYNC_FLUSH ends it on a byte boundary); `end` closes the member."""
 
     def __init__(self) -> None:
         self._zlib = zlib.compressobj(
