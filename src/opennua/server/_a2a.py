@@ -30,7 +30,7 @@ from opennua.store import SubscriptionRecord
 
 from ._authz import Authorized, Reader
 from ._edge import AppContext, Context, errors_doc
-from ._gzip import VARY, gzip_send
+from ._gzip import gzip_send
 from ._problems import Problem
 
 if TYPE_CHECKING:  # the SDK's types only for the checker: imported on the first request
@@ -149,7 +149,7 @@ class _Stream(StreamingResponse):
         super().__init__(
             content,
             media_type="text/event-stream",
-            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no", **VARY},
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
         self._send_timeout = send_timeout
 

@@ -43,7 +43,7 @@ from opennua.store import NotFound
 
 from ._authz import Acting, Authorized
 from ._edge import INTENT_ERRORS, AppContext, Context, errors_doc, guard_json_body
-from ._gzip import VARY, gzip_send
+from ._gzip import gzip_send
 from ._problems import Problem, problem_response
 from ._revocations import Watched
 from ._streams import until_first
@@ -224,7 +224,7 @@ class AguiResponse(Response):
         self.status_code = 200
         self.background = None
         self.media_type = _ENCODER.get_content_type()
-        self.init_headers({"Cache-Control": "no-cache", "X-Accel-Buffering": "no", **VARY})
+        self.init_headers({"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         async def listen() -> None:

@@ -26,28 +26,28 @@ GZIP_HEADER = 16  # added to the window bits: write a gzip member, not a zlib st
 
 #: Every event stream says so, compressed or not: what it sends depends on the request's
 #: Accept-Encoding.
-VARY = {"Vary": "Accept-Encoding"}
+VARY = (b"vary", b"Accept-Encoding")
 
 
 def gzip_send(scope: Scope, send: Send) -> Send:
-    """`send` for a streamed response, gzipped when the request accepts it: the start
-    gains `Content-Encoding: gzip`, every body message is compressed and flushed, the last
-    one closes the member. `send` itself when the request does not accept gzip."""
-    if not accepts_gzip(scope["headers"]):
-        return send
-    stream = GzipStream()
+    """`send` for a streamed response: its start gains `Vary: Accept-Encoding` and, when the
+    request accepts gzip, `Content-Encoding: gzip`; then every body message is compressed
+    and flushed, the last one closing the member."""
+    stream = GzipStream() if accepts_gzip(scope["headers"]) else None
 
-    async def gzipped(message: Message) -> None:
+    async def encoded(message: Message) -> None:
         if message["type"] == "http.response.start":
-            headers = [*message.get("headers", ()), (b"content-encoding", b"gzip")]
+            headers = [*message.get("headers", ()), VARY]
+            if stream is not None:
+                headers.append((b"content-encoding", b"gzip"))
             message = {**message, "headers": headers}
-        elif message["type"] == "http.response.body":
+        elif stream is not None and message["type"] == "http.response.body":
             body = message.get("body", b"")
             more = message.get("more_body", False)
             message = {**message, "body": stream.write(body) if more else stream.end(body)}
         await send(message)
 
-    return gzipped
+    return encoded
 
 
 def accepts_gzip(headers: Iterable[tuple[bytes, bytes]]) -> bool:

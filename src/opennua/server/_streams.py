@@ -28,7 +28,7 @@ from opennua.protocol import IntentResult, Rejected
 from opennua.protocol.intents import INTENT_ADAPTER
 
 from ._edge import json_problems
-from ._gzip import VARY, gzip_send
+from ._gzip import gzip_send
 from ._revocations import Watched
 
 HEARTBEAT_SECONDS = 15.0
@@ -73,7 +73,7 @@ class SSEResponse(Response):
         self.background = None
         self.media_type = "text/event-stream"
         # No body attribute yet, so no Content-Length: the stream ends when it ends.
-        self.init_headers({"Cache-Control": "no-cache", "X-Accel-Buffering": "no", **VARY})
+        self.init_headers({"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         disconnected = asyncio.Event()
