@@ -214,38 +214,38 @@ async def sse_subscribers(
     limits = httpx.Limits(max_connections=count + 1)
     url = f"http://127.0.0.1:{port}/v1/sessions/{sid}/events?after=0"
     resyncs = 0
-    async with httpx.AsyncClient(headers=headers, limits=limits, timeout=None) as http:
-        streams = contextlib.AsyncExitStack()
-        async with streams:
-            responses = [await streams.enter_async_context(http.stream("GET", url)) for _ in
-                         range(count)]  # fmt: skip
-            for response in responses:
-                response.raise_for_status()
-            out.put(("ready", first))
+    async with (
+        httpx.AsyncClient(headers=headers, limits=limits, timeout=None) as http,
+        contextlib.AsyncExitStack() as streams,
+    ):
+        responses = []
+        for _ in range(count):
+            responses.append(await streams.enter_async_context(http.stream("GET", url)))
+        for response in responses:
+            response.raise_for_status()
+        out.put(("ready", first))
 
-            async def read(response: httpx.Response) -> array[float]:
-                nonlocal resyncs
-                got: array[float] = array("d")  # pairs: action number, receipt time
-                pending = ""
-                async for text in response.aiter_text():
-                    now = time.time()
-                    # Whole events only: a read may end inside one.
-                    pending += text
-                    cut = pending.rfind("\n\n") + 2
-                    events, pending = pending[:cut], pending[cut:]
-                    if "event: resync" in events:
-                        resyncs += 1
-                        break
-                    if _received(events, now, got) == total - 1:
-                        break
-                return got
+        async def read(response: httpx.Response) -> array[float]:
+            nonlocal resyncs
+            got: array[float] = array("d")  # pairs: action number, receipt time
+            pending = ""
+            async for text in response.aiter_text():
+                now = time.time()
+                # Whole events only: a read may end inside one.
+                pending += text
+                cut = pending.rfind("\n\n") + 2
+                events, pending = pending[:cut], pending[cut:]
+                if "event: resync" in events:
+                    resyncs += 1
+                    break
+                if _received(events, now, got) == total - 1:
+                    break
+            return got
 
-            try:
-                results = await asyncio.wait_for(
-                    asyncio.gather(*(read(r) for r in responses)), timeout
-                )
-            except TimeoutError:
-                results = []
+        try:
+            results = await asyncio.wait_for(asyncio.gather(*(read(r) for r in responses)), timeout)
+        except TimeoutError:
+            results = []
     out.put(("done", first, [r.tobytes() for r in results], resyncs))
 
 
