@@ -392,12 +392,10 @@ async def test_bodies_leave_out_the_column_fields_and_old_rows_still_read(
     old = {**action("ses_long_session_id_0001", 2), "session_id": "ses_long_session_id_0001"}
     old["seq"] = 2
     sqlite = store_url.startswith("sqlite")
-    target = "action_log" if sqlite else "actions"
-    key = "sk" if sqlite else "session_id"
-    session = "(SELECT sk FROM sessions WHERE session_id = ?)" if sqlite else "?"
     await _raw(
         store_url,
-        f"INSERT INTO {target} ({key}, seq, action_id, type, body) VALUES ({session}, 2, ?, ?, ?)",
+        "INSERT INTO action_log (sk, seq, action_id, type, body) "
+        "VALUES ((SELECT sk FROM sessions WHERE session_id = ?), 2, ?, ?, ?)",
         (
             "ses_long_session_id_0001",
             old["id"],

@@ -198,6 +198,61 @@ async def test_sqlite_newer_database_is_refused(tmp_path: Path) -> None:
 
 
 @pytest.mark.postgres
+async def test_postgres_v23_database_gets_integer_session_keys_and_keeps_everything(
+    pg_url: str,
+) -> None:
+    async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
+        assert await migrate_postgres(conn, target=23) == 23
+        for n, sid in enumerate(("ses_b", "ses_a"), start=1):
+            await conn.execute(
+                "INSERT INTO sessions (session_id, created_at, title, last_seq) "
+                "VALUES (%s, %s, %s, 2)",
+                (sid, float(n), f"title {sid}"),
+            )
+            for seq in (1, 2):
+                act = {**action(sid, seq), "seq": seq}  # JSON text bodies, as rows once were
+                await conn.execute(
+                    "INSERT INTO actions VALUES (%s, %s, %s, %s, %s)",
+                    (sid, seq, act["id"], act["type"], json.dumps(act).encode()),
+                )
+        # The same id in two sessions is two actions (dedupe is per session).
+        shared = {"id": "act_shared", "type": "t", "seq": 3}
+        await conn.execute(
+            "INSERT INTO actions VALUES ('ses_a', 3, 'act_shared', 't', %s)",
+            (json.dumps(shared).encode(),),
+        )
+        await conn.execute("UPDATE sessions SET last_seq = 3 WHERE session_id = 'ses_a'")
+
+    async with await open_store(pg_url) as store:
+        a = await store.get_session("ses_a")
+        assert (a.title, a.last_seq) == ("title ses_a", 3)
+        # Re-appended ids keep their seqs and write nothing; new ids continue the log.
+        assert await store.append("ses_a", [action("ses_a", 2), action("ses_a", 4)]) == [2, 4]
+        assert await store.append("ses_b", [action("ses_b", 1)]) == [1]
+        assert await store.append("ses_b", [{"id": "act_shared", "type": "t"}]) == [3]
+        assert await store.append("ses_a", [{"id": "act_shared", "type": "t"}]) == [3]
+        assert [x["seq"] for x in await store.read("ses_a")] == [1, 2, 3, 4]
+        assert [x["id"] for x in await store.read("ses_b")] == [
+            action("ses_b", 1)["id"],
+            action("ses_b", 2)["id"],
+            "act_shared",
+        ]
+        await store.create_session("ses_c", created_at=3.0)
+        assert await store.append("ses_c", [action("ses_c", 1)]) == [1]
+    async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
+        cur = await conn.execute(
+            "SELECT s.session_id, count(*) FROM action_log a JOIN sessions s ON s.sk = a.sk "
+            "GROUP BY s.session_id ORDER BY s.session_id"
+        )
+        assert await cur.fetchall() == [("ses_a", 4), ("ses_b", 3), ("ses_c", 1)]
+        cur = await conn.execute(
+            "SELECT relkind FROM pg_class WHERE relname = 'actions' "
+            "AND relnamespace = current_schema()::regnamespace"
+        )
+        assert await cur.fetchall() == [("v",)]  # the logical schema, over action_log
+
+
+@pytest.mark.postgres
 async def test_postgres_older_database_is_migrated_and_newer_refused(pg_url: str) -> None:
     async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
         assert await migrate_postgres(conn, target=1) == 1

@@ -56,6 +56,8 @@ DECLARE
     v_owner TEXT;
     v_rows INT := coalesce(array_length(p_id, 1), 0);
     v_sids TEXT[];     -- the sessions found (and locked)
+    v_sks BIGINT[];    -- their integer keys, which action_log rows hold
+    v_rowsk BIGINT[];  -- per row: its session's key (NULL for a missing session)
     v_top BIGINT[];    -- their last_seq, moved as rows are numbered
     v_was BIGINT[];    -- their last_seq before
     v_known BIGINT[];  -- per row: its seq if the id is already in its session
@@ -95,11 +97,12 @@ BEGIN
         -- for their own commit. Each is one statement spelled twice, not another way of
         -- appending.
         IF array_length(p_sess, 1) = 1 THEN
-            SELECT ARRAY[session_id], ARRAY[last_seq] INTO v_sids, v_top
+            SELECT ARRAY[session_id], ARRAY[sk], ARRAY[last_seq] INTO v_sids, v_sks, v_top
             FROM sessions WHERE session_id = p_sess[1] FOR UPDATE;
         ELSE
-            SELECT array_agg(s.session_id), array_agg(s.last_seq) INTO v_sids, v_top
-            FROM (SELECT session_id, last_seq FROM sessions WHERE session_id = ANY(p_sess)
+            SELECT array_agg(s.session_id), array_agg(s.sk), array_agg(s.last_seq)
+            INTO v_sids, v_sks, v_top
+            FROM (SELECT session_id, sk, last_seq FROM sessions WHERE session_id = ANY(p_sess)
                   ORDER BY session_id FOR UPDATE) s;
         END IF;
         v_was := v_top;
@@ -113,21 +116,25 @@ BEGIN
             END IF;
         END IF;
         IF v_rows > 0 THEN
-            -- Each id is looked up in the unique (session_id, action_id) index: a probe per
-            -- row for a few rows, correlated probes in one statement for more (a join with
-            -- the rows could be planned as a scan of actions).
+            v_rowsk := array_fill(NULL::BIGINT, ARRAY[v_rows]);
+            FOR j IN 1 .. v_rows LOOP
+                v_rowsk[j] := v_sks[array_position(v_sids, p_rowsid[j])];
+            END LOOP;
+            -- Each id is looked up in the unique (sk, action_id) index: a probe per row for
+            -- a few rows, correlated probes in one statement for more (a join with the rows
+            -- could be planned as a scan of action_log).
             IF v_rows <= 8 THEN
                 v_known := array_fill(NULL::BIGINT, ARRAY[v_rows]);
                 FOR j IN 1 .. v_rows LOOP
-                    v_known[j] := (SELECT a.seq FROM actions a
-                                   WHERE a.session_id = p_rowsid[j] AND a.action_id = p_id[j]);
+                    v_known[j] := (SELECT a.seq FROM action_log a
+                                   WHERE a.sk = v_rowsk[j] AND a.action_id = p_id[j]);
                 END LOOP;
             ELSE
-                SELECT array_agg((SELECT a.seq FROM actions a
-                                  WHERE a.session_id = t.sid AND a.action_id = t.aid)
+                SELECT array_agg((SELECT a.seq FROM action_log a
+                                  WHERE a.sk = t.sk AND a.action_id = t.aid)
                                  ORDER BY t.ord)
                 INTO v_known
-                FROM unnest(p_rowsid, p_id) WITH ORDINALITY AS t(sid, aid, ord);
+                FROM unnest(v_rowsk, p_id) WITH ORDINALITY AS t(sk, aid, ord);
             END IF;
             seqs := array_fill(NULL::BIGINT, ARRAY[v_rows]);
             FOR j IN 1 .. v_rows LOOP
@@ -150,8 +157,8 @@ BEGIN
                 END IF;
             END LOOP;
             IF v_new IS NOT NULL THEN
-                INSERT INTO actions (session_id, seq, action_id, type, body)
-                SELECT p_rowsid[n.j], seqs[n.j], p_id[n.j], p_type[n.j], p_body[n.j]
+                INSERT INTO action_log (sk, seq, action_id, type, body)
+                SELECT v_rowsk[n.j], seqs[n.j], p_id[n.j], p_type[n.j], p_body[n.j]
                 FROM unnest(v_new) AS n(j);
                 FOR i IN 1 .. array_length(v_sids, 1) LOOP
                     CONTINUE WHEN v_top[i] = v_was[i];
