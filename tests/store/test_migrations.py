@@ -14,7 +14,7 @@ from opennua.store import SchemaTooNew, WriteConflict, open_store
 from opennua.store._migrations import latest_version, migrate_postgres, migrate_sqlite
 from opennua.store._sqlite import connect
 
-from .conftest import action
+from .conftest import action, one
 
 
 def test_both_backends_ship_numbered_migrations() -> None:
@@ -250,6 +250,56 @@ async def test_postgres_v23_database_gets_integer_session_keys_and_keeps_everyth
             "AND relnamespace = current_schema()::regnamespace"
         )
         assert await cur.fetchall() == [("v",)]  # the logical schema, over action_log
+
+
+@pytest.mark.postgres
+async def test_postgres_v24_database_gets_a_ledger_keyed_by_execution_and_keeps_entries(
+    pg_url: str,
+) -> None:
+    async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
+        assert await migrate_postgres(conn, target=24) == 24
+        await conn.execute("INSERT INTO sessions (session_id, created_at) VALUES ('ses_a', 1)")
+        for eid in ("exe_a", "exe_b"):
+            await conn.execute(
+                "INSERT INTO executions (execution_id, session_id, turn_id, status, created_at)"
+                " VALUES (%s, 'ses_a', 'trn_1', 'queued', 1)",
+                (eid,),
+            )
+        for eid, call, status, key, result in (
+            ("exe_a", "call_1", "completed", None, '{"ok":1}'),
+            ("exe_a", "call_2", "started", "idem-2", None),
+            ("exe_b", "call_1", "started", None, None),  # the same call id, another execution
+        ):
+            await conn.execute(
+                "INSERT INTO tool_ledger VALUES (%s, %s, %s, %s, %s, 5.0)",
+                (eid, call, status, key, result),
+            )
+
+    async with await open_store(pg_url) as store:
+        got = {
+            (e.tool_call_id, e.status, e.idempotency_key) for e in await store.get_ledger("exe_a")
+        }
+        assert got == {("call_1", "completed", None), ("call_2", "started", "idem-2")}
+        assert [e.status for e in await store.get_ledger("exe_b")] == ["started"]
+        # An update through the view (an execution ended with a call still started) lands
+        # in the table, for that execution alone.
+        ended = await one(store).end_unowned("exe_a", "revoked", error=None, now=6.0, actions=[])
+        assert ended is not None
+        assert {e.tool_call_id: e.status for e in await store.get_ledger("exe_a")} == {
+            "call_1": "completed",
+            "call_2": "unknown",
+        }
+        assert [e.status for e in await store.get_ledger("exe_b")] == ["started"]
+    async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
+        cur = await conn.execute(
+            "SELECT e.execution_id, l.tool_call_id, l.status FROM ledger l "
+            "JOIN executions e ON e.pos = l.pos ORDER BY 1, 2"
+        )
+        assert await cur.fetchall() == [
+            ("exe_a", "call_1", "completed"),
+            ("exe_a", "call_2", "unknown"),
+            ("exe_b", "call_1", "started"),
+        ]
 
 
 @pytest.mark.postgres

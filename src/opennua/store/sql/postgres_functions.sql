@@ -52,6 +52,7 @@ CREATE OR REPLACE FUNCTION nua_unit(
 ) LANGUAGE plpgsql AS $fn$
 DECLARE
     v_epoch BIGINT;
+    v_pos BIGINT;      -- the execution's integer key, which ledger rows hold
     v_status TEXT;
     v_owner TEXT;
     v_rows INT := coalesce(array_length(p_id, 1), 0);
@@ -72,7 +73,7 @@ BEGIN
     IF p_fenced THEN
         -- Locked: a concurrent claim skips the row and a heartbeat waits, so the epoch
         -- cannot move between this check and the commit.
-        SELECT epoch, status, owner INTO v_epoch, v_status, v_owner
+        SELECT pos, epoch, status, owner INTO v_pos, v_epoch, v_status, v_owner
         FROM executions WHERE execution_id = p_exec FOR UPDATE;
         IF NOT FOUND THEN
             RAISE EXCEPTION USING ERRCODE = 'NUA02', MESSAGE = 'execution', DETAIL = p_exec;
@@ -184,6 +185,14 @@ BEGIN
 
     FOR i IN 1 .. coalesce(array_length(p_kind, 1), 0) LOOP
         v_key := p_key[i];
+        IF v_pos IS NULL AND p_kind[i] IN ('start', 'complete', 'unknown') THEN
+            -- A unit whose fence an earlier call in its transaction checked.
+            SELECT pos INTO v_pos FROM executions WHERE execution_id = p_exec;
+            IF NOT FOUND THEN
+                RAISE EXCEPTION USING ERRCODE = 'NUA02', MESSAGE = 'execution',
+                    DETAIL = p_exec;
+            END IF;
+        END IF;
         CASE p_kind[i]
         WHEN 'step' THEN
             INSERT INTO checkpoint_steps (execution_id, step_no, payload)
@@ -202,28 +211,28 @@ BEGIN
         WHEN 'start' THEN
             -- Re-starting is allowed (an idempotent re-run after a resume), re-starting
             -- a completed call is not: its effect already happened.
-            INSERT INTO tool_ledger (execution_id, tool_call_id, status, idempotency_key,
-                result, updated_at) VALUES (p_exec, v_key, 'started', p_text[i], NULL, p_num[i])
-            ON CONFLICT (execution_id, tool_call_id) DO UPDATE SET status = 'started',
+            INSERT INTO ledger (pos, tool_call_id, status, idempotency_key, result,
+                updated_at) VALUES (v_pos, v_key, 'started', p_text[i], NULL, p_num[i])
+            ON CONFLICT (pos, tool_call_id) DO UPDATE SET status = 'started',
                 idempotency_key = excluded.idempotency_key, updated_at = excluded.updated_at
-            WHERE tool_ledger.status <> 'completed';
+            WHERE ledger.status <> 'completed';
             IF NOT FOUND THEN
                 RAISE EXCEPTION USING ERRCODE = 'NUA03', MESSAGE = 'tool call',
                     DETAIL = v_key, HINT = 'already completed';
             END IF;
         WHEN 'complete' THEN
-            UPDATE tool_ledger SET status = 'completed', result = p_text[i],
+            UPDATE ledger SET status = 'completed', result = p_text[i],
                 updated_at = p_num[i]
-            WHERE execution_id = p_exec AND tool_call_id = v_key;
+            WHERE pos = v_pos AND tool_call_id = v_key;
             IF NOT FOUND THEN
                 RAISE EXCEPTION USING ERRCODE = 'NUA02', MESSAGE = 'tool call', DETAIL = v_key;
             END IF;
         WHEN 'unknown' THEN
-            UPDATE tool_ledger SET status = 'unknown', result = NULL, updated_at = p_num[i]
-            WHERE execution_id = p_exec AND tool_call_id = v_key AND status = 'started';
+            UPDATE ledger SET status = 'unknown', result = NULL, updated_at = p_num[i]
+            WHERE pos = v_pos AND tool_call_id = v_key AND status = 'started';
             IF NOT FOUND THEN
-                SELECT status INTO v_status FROM tool_ledger
-                WHERE execution_id = p_exec AND tool_call_id = v_key;
+                SELECT status INTO v_status FROM ledger
+                WHERE pos = v_pos AND tool_call_id = v_key;
                 IF NOT FOUND THEN
                     RAISE EXCEPTION USING ERRCODE = 'NUA02', MESSAGE = 'tool call',
                         DETAIL = v_key;
