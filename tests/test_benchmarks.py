@@ -162,3 +162,17 @@ def test_the_durable_steps_benchmark_runs_each_variant_on_both_stores() -> None:
         for kind in kinds:
             row = re.search(rf"opennua \({re.escape(kind)} +([0-9]+) steps/s", part)
             assert row and int(row[1]) > 0, out
+
+
+@pytest.mark.timeout(LIMIT + 30)
+def test_the_checkpoint_benchmark_resumes_both_flows() -> None:
+    """Each flow runs, a resume rebuilds its state (the script checks the step count), and
+    the row says what was written and read."""
+    out = _bench("benchmarks/checkpoint.py", "--steps", "60")
+    for flow in ("results", "plans"):
+        row = re.search(
+            rf"{flow} +60 steps: written +([0-9]+) B/step .* reads +([0-9.]+) MB"
+            r" and decodes it in +([0-9.]+) ms",
+            out,
+        )
+        assert row and int(row[1]) > 0 and float(row[2]) > 0, out

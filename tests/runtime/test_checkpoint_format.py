@@ -116,7 +116,7 @@ def test_steps_name_runs_by_index_and_replay_to_the_same_state() -> None:
     ops = _ops()
     for op in ops:
         apply(live, op)
-    payload = encode_step(live, ops, digest=DIGEST)
+    payload = encode_step(live, ops, digest=DIGEST).payload
     doc = json.loads(payload)
     assert doc["v"] == FORMAT_VERSION == 4
     assert [op["run"] for op in doc["ops"] if op["op"] != "run"][:3] == [0, 0, 0]
@@ -167,7 +167,7 @@ def test_step_records_keep_text_as_utf_8_and_what_orjson_refuses_still_round_tri
     ]
     for op in ops:
         apply(live, op)
-    payload = encode_step(live, ops)
+    payload = encode_step(live, ops).payload
     assert text.encode() in payload
     assert decode_op(json.loads(payload)["ops"][0], [ROOT]) == ops[0]
 
@@ -177,7 +177,7 @@ def test_step_records_keep_text_as_utf_8_and_what_orjson_refuses_still_round_tri
         ),
         AnswerOp(run=ROOT, reason="ask_user", payload={"n": 2**70}),
     ]
-    wire = json.loads(encode_step(live, odd))["ops"]
+    wire = json.loads(encode_step(live, odd).payload)["ops"]
     assert [decode_op(w, [ROOT]) for w in wire] == odd
 
 

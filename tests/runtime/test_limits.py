@@ -92,12 +92,41 @@ async def test_cancel_kills_the_tool_subprocess_and_ends_consistently(
     assert all(r.status == "cancelled" for r in loop.state.runs.values())
 
 
-async def test_checkpoint_steps_grow_linearly_with_compaction(tmp_path: Path) -> None:
-    @tool("emit", idempotent=True)
-    def emit(ctx: ToolContext, i: int) -> str:
-        return f"payload {i} " + "p" * 300
+async def _grow(
+    tmp_path: Path, agent: object, script: object, steps: int
+) -> tuple[InMemoryJournal, object]:
+    """Run `steps` model responses with fulls due from 16 KiB on; the journal and the state
+    a resume rebuilds from what it stored."""
+    limits = Limits(max_steps=steps, compact_min_bytes=16 * 1024)
+    outcome, journal, _ = await drive(
+        lambda j, limits=limits: make_loop(
+            agent, j, tmp_path, ScriptedModel(script), limits=limits
+        ),
+        InMemoryJournal(),
+        "x",
+    )
+    assert isinstance(outcome, Stopped) and outcome.stop_reason == "max_steps"
+    stored = await journal.restarted().load()
+    assert stored is not None
+    state = decode(stored.full, stored.steps, snapshot_digest=agent.digest, root_run_id=ROOT_RUN)
+    root = state.runs[journal.log[0].run_id]
+    assert root.step == steps
+    return journal, root
 
-    agent = dataclasses.replace(default_agent("scripted:test"), tools=(emit,))
+
+@tool("emit", idempotent=True)
+def _emit(ctx: ToolContext, i: int) -> str:
+    return f"payload {i} " + "p" * 300
+
+
+async def test_appended_history_is_rarely_rewritten_into_a_full(
+    tmp_path: Path,
+) -> None:
+    # Tool results only: what a resume replays is mostly the history itself, which a full
+    # would hold again. Fulls are paid for by the ops the state replaces (here only counters:
+    # a call's start, a response's issue and flush), so few are written; at every doubling
+    # of the history, as before, they were ~90 % of the step bytes again.
+    agent = dataclasses.replace(default_agent("scripted:test"), tools=(_emit,))
 
     def script(messages: list) -> ScriptStep:  # type: ignore[type-arg]
         n = sum(1 for m in messages if m.kind == "response")
@@ -105,29 +134,40 @@ async def test_checkpoint_steps_grow_linearly_with_compaction(tmp_path: Path) ->
 
     sizes = {}
     for steps in (100, 400):
-        journal = InMemoryJournal()
-        limits = Limits(max_steps=steps, compact_min_bytes=16 * 1024)
-        outcome, journal, _ = await drive(
-            lambda j, limits=limits: make_loop(
-                agent, j, tmp_path, ScriptedModel(script), limits=limits
-            ),
-            journal,
-            "x",
-        )
-        assert isinstance(outcome, Stopped) and outcome.stop_reason == "max_steps"
-        payload_bytes = journal._d.bytes_written
-        sizes[steps] = (journal.stored_bytes, payload_bytes, journal.commits)
-        # Resume from the compacted checkpoint rebuilds the same history.
+        journal, _ = await _grow(tmp_path, agent, script, steps)
+        assert journal.commits <= 2 * steps + 2  # one per model response, one per result
+        fulls = journal.full_bytes_written
+        assert fulls <= 0.25 * (journal.bytes_written - fulls), (steps, fulls)
+        sizes[steps] = journal.bytes_written
+    assert sizes[400] < 5 * sizes[100], sizes  # x4 steps, about x4 bytes
+
+
+async def test_ops_the_state_replaces_are_compacted_into_fulls_and_bytes_stay_linear(
+    tmp_path: Path,
+) -> None:
+    # A whole plan at every step: a resume would replay every plan, the state keeps one.
+    plan = next(t for t in BUILTIN_TOOLS if t.name == "plan")
+    agent = dataclasses.replace(default_agent("scripted:test"), tools=(_emit, plan))
+    entries = [{"content": f"step {k} of a long plan, said in full"} for k in range(40)]
+
+    def script(messages: list) -> ScriptStep:  # type: ignore[type-arg]
+        n = sum(1 for m in messages if m.kind == "response")
+        done = [
+            {**e, "status": "completed" if k < n % 40 else "pending"} for k, e in enumerate(entries)
+        ]
+        return ScriptStep(calls=(call("plan", entries=done), call("emit", i=n)))
+
+    sizes = {}
+    for steps in (100, 400):
+        journal, root = await _grow(tmp_path, agent, script, steps)
         stored = await journal.restarted().load()
-        assert stored is not None and stored.full is not None
-        state = decode(
-            stored.full, stored.steps, snapshot_digest=agent.digest, root_run_id=ROOT_RUN
-        )
-        assert state.runs[journal.log[0].run_id].step == steps
-    (s100, w100, _), (s400, w400, c400) = sizes[100], sizes[400]
-    assert c400 <= 2 * 400 + 2  # one commit per model response and one per tool result
-    # Stored and written bytes grow linearly (x4 steps → about x4 bytes, not x16).
-    assert s400 < 5 * s100 and w400 < 6 * w100, sizes
+        assert stored is not None and stored.full is not None, steps
+        # Pruned: the plans the fulls superseded are gone; the last one survives a resume.
+        assert journal.stored_bytes < journal.bytes_written
+        assert [e["status"] for e in root.plan].count("completed") == (steps - 1) % 40
+        sizes[steps] = (journal.stored_bytes, journal.bytes_written)
+    (s100, w100), (s400, w400) = sizes[100], sizes[400]
+    assert s400 < 5 * s100 and w400 < 6 * w100, sizes  # linear, not quadratic
 
 
 async def test_completed_usage_is_rolled_up(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import zlib
 from datetime import datetime
-from typing import Any, assert_never
+from typing import Any, NamedTuple, assert_never
 
 from pydantic_ai.messages import (
     ModelMessage,
@@ -270,15 +270,32 @@ def decode_part(wire: Any) -> ToolReturnPart:
 # -- step records ---------------------------------------------------------------------------
 
 
-def encode_step(state: ExecState, ops: list[Op], *, digest: str | None = None) -> bytes:
+#: Ops whose content the state keeps as written (a run's prompt, a response, a tool
+#: return, a prompt, a run's output): a resume that replays them rebuilds what a full
+#: checkpoint would hold, at about the cost of loading it. The others (counters, a call's
+#: start, a wait, an answer, a child, a plan) are replaced by later ones.
+_KEPT = (RunOp, ResponseOp, ResultOp, PromptOp, EndOp)
+
+
+class EncodedStep(NamedTuple):
+    payload: bytes
+    #: Bytes of ops the state does not keep as written: what a full checkpoint would save
+    #: a resume from replaying (`StepWriter` decides from it when one is due).
+    replaced: int
+
+
+def encode_step(state: ExecState, ops: list[Op], *, digest: str | None = None) -> EncodedStep:
     """One commit's ops. The first step also pins the snapshot digest, so a resume checks
     it even before the first full checkpoint exists."""
     index = {run_id: i for i, run_id in enumerate(state.runs)}
-    doc: dict[str, Any] = {"v": FORMAT_VERSION}
+    head: dict[str, Any] = {"v": FORMAT_VERSION}
     if digest is not None:
-        doc["digest"] = digest
-    doc["ops"] = [encode_op(op, index) for op in ops]
-    return _json(doc).encode()
+        head["digest"] = digest
+    texts = [_json(encode_op(op, index)) for op in ops]
+    replaced = sum(len(t) for op, t in zip(ops, texts, strict=True) if not isinstance(op, _KEPT))
+    # The text `_json` writes for the whole document, spelled from its parts.
+    payload = f'{_json(head)[:-1]},"ops":[{",".join(texts)}]}}'
+    return EncodedStep(payload.encode(), replaced)
 
 
 _OPS = b'"ops":['

@@ -49,8 +49,9 @@ class Limits:
     max_tool_retries: int = 3  # consecutive invalid tool calls before the turn fails
     delta_batch_seconds: float = 0.05
     delta_batch_size: int = 32
-    #: A full checkpoint is written once the steps since the last one reach its size (and
-    #: at least this much), so storage and the bytes written stay linear in the steps.
+    #: A full checkpoint is written once the replaced ops since the last one (counters,
+    #: plans, waits, answers: `_writer.COMPACT_FACTOR`) reach twice its size and at least
+    #: this much, so storage and the bytes written stay linear in the steps.
     compact_min_bytes: int = 64 * 1024
     #: Seconds the provider client waits to connect, and then for each part of the answer
     #: (the provider SDKs' own default is 600).

@@ -84,6 +84,7 @@ class _Durable:
     ledger: dict[str, LedgerStatus] = field(default_factory=dict)
     commits: int = 0
     bytes_written: int = 0
+    full_bytes_written: int = 0
     crashed: bool = False
 
 
@@ -134,6 +135,7 @@ class InMemoryJournal:
                 # A compacted full state replaces every step before it: storage stays linear.
                 d.full, d.full_step_no, d.steps = checkpoint.full, checkpoint.step_no, []
                 d.bytes_written += len(checkpoint.full)
+                d.full_bytes_written += len(checkpoint.full)
             else:
                 d.steps.append((checkpoint.step_no, checkpoint.payload))
                 d.bytes_written += len(checkpoint.payload)
@@ -180,6 +182,11 @@ class InMemoryJournal:
     def bytes_written(self) -> int:
         """Checkpoint bytes committed so far (steps and fulls), pruned ones included."""
         return self._d.bytes_written
+
+    @property
+    def full_bytes_written(self) -> int:
+        """Of `bytes_written`, those of full checkpoints."""
+        return self._d.full_bytes_written
 
     @property
     def stored_bytes(self) -> int:

@@ -34,9 +34,13 @@ from opennua.runtime._ops import Op
 from opennua.runtime._pending import Step, merge_steps
 from opennua.runtime._state import ExecState, apply
 
-#: A full checkpoint is written once the steps since the last one reach this many times its
-#: (compressed) size: a resume reads at most (1 + this) times a full's size, and the fulls
-#: written add up to a bounded multiple of the history (each one ~3x the one before).
+#: A full checkpoint is written once the ops since the last one that the state does not
+#: keep as written (`EncodedStep.replaced`: counters, plans, waits, answers) reach this
+#: many times its compressed size. The rest of what a resume replays is the history
+#: itself, which a full holds too: replaying it costs about what loading a full would
+#: (docs/runtime.md, "Checkpoint format"), so rewriting the history into a full at every
+#: doubling, as fulls once were, only stored it again. Each full is paid for by at least
+#: twice its size in replaced ops, so the bytes written stay linear in the steps.
 COMPACT_FACTOR = 2
 #: Steps queued behind the commit in flight before the loop waits for the disk.
 MAX_QUEUED = 64
@@ -54,7 +58,9 @@ class StepWriter:
         step_bytes: int = 0,
     ) -> None:
         """`full_bytes` and `step_bytes`: the stored full checkpoint's size and the bytes of
-        the steps after it, when resuming (they decide when the next full is due)."""
+        the steps after it, when resuming (they decide when the next full is due: every
+        step replayed counts as replaced, which a resume cannot tell apart without
+        encoding its ops again)."""
         self.state = state
         self._journal = journal
         self._limits = limits
@@ -65,7 +71,7 @@ class StepWriter:
         self._buf: list[RuntimeEvent] = []
         self._buf_t0 = 0.0
         self._last_full = COMPACT_FACTOR * full_bytes
-        self._since_full = step_bytes
+        self._replaced = step_bytes
         self._queued: list[Step] = []
         self._writer: asyncio.Future[None] | None = None
         #: Steps committed (queued) and made durable so far; `on_durable` is told each time
@@ -91,13 +97,13 @@ class StepWriter:
         ops, self._ops = self._ops, []
         step_no = state.step_no + 1
         digest = state.snapshot_digest if step_no == 1 else None
-        payload = encode_step(state, ops, digest=digest)
+        payload, replaced = encode_step(state, ops, digest=digest)
         full = None
-        self._since_full += len(payload)
-        if step_no > 1 and self._since_full >= max(self._last_full, self._limits.compact_min_bytes):
+        self._replaced += replaced
+        if step_no > 1 and self._replaced >= max(self._last_full, self._limits.compact_min_bytes):
             state.step_no = step_no
             full = encode_full(state)
-            self._last_full, self._since_full = COMPACT_FACTOR * len(full), 0
+            self._last_full, self._replaced = COMPACT_FACTOR * len(full), 0
         if len(self._queued) >= MAX_QUEUED:
             await self.settle()
         self._queued.append(Step(events, CheckpointWrite(step_no, payload, full), ledger))
