@@ -20,6 +20,8 @@ from opennua.runtime._checkpoint import (
     encode_op,
     encode_part,
     encode_step,
+    pack_step,
+    unpack,
 )
 from opennua.runtime._ops import (
     AnswerOp,
@@ -179,6 +181,38 @@ def test_step_records_keep_text_as_utf_8_and_what_orjson_refuses_still_round_tri
     ]
     wire = json.loads(encode_step(live, odd).payload)["ops"]
     assert [decode_op(w, [ROOT]) for w in wire] == odd
+
+
+def test_a_step_record_is_packed_against_the_ops_dictionary_and_older_forms_still_read() -> None:
+    live = ExecState(root_run_id=ROOT, snapshot_digest=DIGEST)
+    ops: list[Op] = [RunOp(run=ROOT, prompt="go"), IssueOp(run=ROOT, n=1)]
+    for op in ops:
+        apply(live, op)
+    first = encode_step(live, ops, digest=DIGEST).payload
+    hexed = "0123456789abcdef" * 19
+    result = [
+        ResultOp(
+            run=ROOT, part=ToolReturnPart(tool_name="emit", content=hexed, tool_call_id="sc1")
+        ),
+        StartOp(run=ROOT),
+    ]
+    for op in result:
+        apply(live, op)
+    record = encode_step(live, result).payload
+    packed = pack_step(record)
+    # One tool result: the dictionary of the ops' keys saves what zlib alone cannot learn.
+    assert packed[0] == 1 and len(packed) < len(zlib.compress(record, 1)) - 15
+    assert unpack(packed) == record
+    # Every stored form decodes to the same state: packed, zlib (records written before
+    # the dictionary), as is (a record that would not shrink).
+    for form in (packed, zlib.compress(record, 1), record):
+        state = decode(
+            None, [(1, pack_step(first)), (2, form)], snapshot_digest=DIGEST, root_run_id=ROOT
+        )
+        assert state.runs[ROOT].returns[0].content == hexed
+    assert pack_step(b"{}") == b"{}"  # nothing to gain: stored as is
+    with pytest.raises(IncompatibleCheckpoint, match="unreadable"):
+        unpack(packed[:-4])  # a truncated record is never read as a shorter one
 
 
 def test_a_full_checkpoint_keeps_a_waiting_run_and_its_answer() -> None:

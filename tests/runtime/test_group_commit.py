@@ -18,7 +18,7 @@ from opennua.runtime import (
     default_agent,
     tool,
 )
-from opennua.runtime._checkpoint import join_steps
+from opennua.runtime._checkpoint import join_steps, unpack
 from opennua.runtime._pending import Step, merge_steps
 from opennua.runtime._writer import MAX_QUEUED
 from opennua.runtime.testing import InMemoryJournal, ScriptedModel, ScriptStep, call, say
@@ -152,7 +152,8 @@ def test_merge_joins_steps_and_a_full_closes_its_record() -> None:
     ]
     events, records, ledger = merge_steps(steps)
     assert events == [] and ledger == [LedgerOp("start", "call_x")]
-    assert records == [
+    # Each record is packed as it is stored (`pack_step`): compare what it holds.
+    assert [CheckpointWrite(r.step_no, unpack(r.payload), r.full) for r in records] == [
         CheckpointWrite(3, b'{"v":2,"ops":[{"op":"a"},{"op":"b"}]}', b"FULL3"),
         CheckpointWrite(4, b'{"v":2,"ops":[{"op":"c"},{"op":"d"}]}', None),
     ]

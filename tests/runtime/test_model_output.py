@@ -13,7 +13,7 @@ import pytest
 from pydantic_ai.models import override_allow_model_requests
 
 from opennua.runtime import AgentLoop, Completed, DerivedIds, RunEnv, default_agent, resolve_model
-from opennua.runtime._checkpoint import decode
+from opennua.runtime._checkpoint import decode, unpack
 from opennua.runtime._env import Limits
 from opennua.runtime.testing import InMemoryJournal
 from opennua.store import Execution, open_store
@@ -39,7 +39,7 @@ def _strict_utf8(journal: InMemoryJournal) -> None:
     for event in journal.log:
         json.dumps(event.data.model_dump(mode="json"), ensure_ascii=False).encode()
     for _, payload in journal._d.steps:
-        raw = payload if payload[:1] == b"{" else __import__("zlib").decompress(payload)
+        raw = unpack(payload)
         assert b"\\ud8" not in raw and b"\\udc" not in raw
         json.loads(raw.decode())
 

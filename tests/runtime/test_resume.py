@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import zlib
 from pathlib import Path
 
 import pytest
@@ -26,6 +25,7 @@ from opennua.runtime import (
 )
 from opennua.runtime._agent import ADDED_BUILTINS
 from opennua.runtime._builtins import BUILTIN_TOOLS
+from opennua.runtime._checkpoint import unpack
 from opennua.runtime.testing import InMemoryJournal, ScriptedModel, ScriptStep, call, say
 from tests.runtime.helpers import EXECUTION, MS, ROOT_RUN, counting, drive, facts, make_loop
 
@@ -259,7 +259,7 @@ async def test_resume_refuses_an_incompatible_checkpoint(tmp_path: Path) -> None
     assert err.value.code == "incompatible_checkpoint"
 
     step_no, payload = journal._d.steps[0]
-    doc = json.loads(payload if payload[:1] == b"{" else zlib.decompress(payload))
+    doc = json.loads(unpack(payload))
     doc["v"] = 99
     journal._d.steps[0] = (step_no, json.dumps(doc).encode())
     with pytest.raises(IncompatibleCheckpoint, match="format 99"):

@@ -311,10 +311,49 @@ def join_steps(payloads: list[bytes]) -> bytes:
     return head[:start] + b",".join(b for b in bodies if b) + b"]}"
 
 
+# Never edit: records tagged 1 decode only against exactly these bytes. A step record is a
+# few hundred bytes when it holds one tool result, too short for DEFLATE to learn its keys
+# from itself: primed with them, such a record shrinks by another ~23 % (309 -> 235 bytes
+# for `peers.py`'s side-effecting step). DEFLATE codes a nearer match in fewer bits, so
+# the most common text comes last.
+_STEP_DICT_1 = (
+    b'{"op":"wait","run":0,"request_id":"req_01","reason":"tool_call","call_id":"call_01"}'
+    b'{"op":"answer","run":0,"reason":"tool_call","option_id":"allow_once","payload":null}'
+    b'{"op":"plan","run":0,"entries":[{"content":"","status":"pending","priority":"medium"},'
+    b'{"op":"end","run":0,"status":"completed","output":"'
+    b'{"op":"child","run":0,"child":"run_01'
+    b'{"op":"prompt","run":0,"prompt":"'
+    b'{"op":"open","run":0}'
+    b'{"content":"","part_kind":"text"},{"content":"","part_kind":"thinking"},'
+    b'"usage":{"input_tokens":0,"cache_write_tokens":0,"cache_write_1h_tokens":0,'
+    b'"cache_read_tokens":0,"output_tokens":0,"output_reasoning_tokens":0,'
+    b'"input_audio_tokens":0,"cache_audio_read_tokens":0,"output_audio_tokens":0,'
+    b'"audio_seconds":0.0,"details":{}},"model_name":"","timestamp":"2026-01-01T00:00:00.000000Z",'
+    b'"kind":"response","provider_name":"","finish_reason":"tool_call","state":"complete"},'
+    b'"calls":["call_01'
+    b'{"op":"response","run":0,"message":{"parts":[{"tool_name":"","args":"{\\"":"",'
+    b'"tool_call_id":"","part_kind":"tool-call"},'
+    b'{"v":4,"ops":[{"op":"issue","run":0,"n":1},{"op":"flush","run":0},'
+    b'{"op":"result","run":0,"part":["","","","2026-01-01T00:00:00.000000+00:00"]},'
+    b'{"op":"start","run":0}]}'
+)
+#: The first byte of a record packed against `_STEP_DICT_1`: neither `{` (a record stored
+#: as is) nor a zlib header's first byte (records packed before, and full checkpoints).
+_STEP_TAG_1 = 1
+# An 8 KiB window and a small hash table: copying this primed compressor per record costs
+# a few microseconds, one with zlib's defaults several times that, for the same bytes.
+_STEP_WBITS = -13
+_PACK_STEP_1 = zlib.compressobj(
+    1, zlib.DEFLATED, _STEP_WBITS, 5, zlib.Z_DEFAULT_STRATEGY, _STEP_DICT_1
+)
+
+
 def pack_step(payload: bytes) -> bytes:
-    """A step record as stored: zlib-compressed when that is smaller (a tool result's text
-    and the ops' repeated keys usually are), else as is; `decode` reads both."""
-    packed = zlib.compress(payload, 1)
+    """A step record as stored: deflated against a dictionary of the ops' keys when that is
+    smaller (a tool result's text and the ops' repeated keys usually are), else as is;
+    `unpack` reads both, and the zlib form records had before."""
+    c = _PACK_STEP_1.copy()
+    packed = bytes((_STEP_TAG_1,)) + c.compress(payload) + c.flush()
     return packed if len(packed) < len(payload) else payload
 
 
@@ -439,10 +478,18 @@ def _messages_json(run: RunState) -> str:
 # -- resume ---------------------------------------------------------------------------------
 
 
-def _inflate(payload: bytes) -> bytes:
+def unpack(payload: bytes) -> bytes:
+    """The JSON text of a stored step record or full checkpoint, whichever way it was
+    packed (as is, against the step dictionary, or zlib)."""
     if payload[:1] == b"{":
         return payload
     try:
+        if payload[:1] == bytes((_STEP_TAG_1,)):
+            inflater = zlib.decompressobj(_STEP_WBITS, _STEP_DICT_1)
+            text = inflater.decompress(payload[1:])
+            if not inflater.eof or inflater.unused_data:
+                raise zlib.error("a truncated or overlong step record")
+            return text
         return zlib.decompress(payload)
     except zlib.error as exc:
         raise IncompatibleCheckpoint(f"unreadable checkpoint: {exc}") from exc
@@ -461,7 +508,7 @@ def decode(
     or one of the ``equivalent`` digests the same definition had before)."""
     accepted = equivalent | {snapshot_digest}
     if full is not None:
-        doc = json_value(_inflate(full))
+        doc = json_value(unpack(full))
         _check(doc.get("v"), doc.get("snapshot_digest"), accepted, snapshot_digest)
         state = ExecState(root_run_id=doc["root_run_id"], snapshot_digest=snapshot_digest)
         state.step_no, state.model_calls = doc["step_no"], doc["model_calls"]
@@ -472,7 +519,7 @@ def decode(
         state = ExecState(root_run_id=root_run_id, snapshot_digest=snapshot_digest)
     run_ids = list(state.runs)
     for step_no, payload in steps:
-        doc = json_value(_inflate(payload))
+        doc = json_value(unpack(payload))
         version = doc.get("v")
         _check(version, doc.get("digest", snapshot_digest), accepted, snapshot_digest)
         for wire in doc["ops"]:
