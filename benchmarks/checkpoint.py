@@ -71,7 +71,9 @@ async def run(steps: int, plans: bool, workdir: Path) -> dict[str, float]:
     best = float("inf")
     for _ in range(5):
         t0 = time.perf_counter()
-        state = decode(stored.full, stored.steps, snapshot_digest=agent.digest, root_run_id=ROOT_RUN)
+        state = decode(
+            stored.full, stored.steps, snapshot_digest=agent.digest, root_run_id=ROOT_RUN
+        )
         best = min(best, time.perf_counter() - t0)
     assert state.runs[ROOT_RUN].step == steps
     return {
