@@ -58,7 +58,8 @@ DECLARE
     v_rows INT := coalesce(array_length(p_id, 1), 0);
     v_sids TEXT[];     -- the sessions found (and locked)
     v_sks BIGINT[];    -- their integer keys, which action_log rows hold
-    v_rowsk BIGINT[];  -- per row: its session's key (NULL for a missing session)
+    v_rowi INT[];      -- per row: its session's index in v_sids (NULL: a missing session)
+    v_rowsk BIGINT[];  -- per row: its session's key, which action_log rows hold
     v_top BIGINT[];    -- their last_seq, moved as rows are numbered
     v_was BIGINT[];    -- their last_seq before
     v_known BIGINT[];  -- per row: its seq if the id is already in its session
@@ -117,9 +118,11 @@ BEGIN
             END IF;
         END IF;
         IF v_rows > 0 THEN
+            v_rowi := array_fill(NULL::INT, ARRAY[v_rows]);
             v_rowsk := array_fill(NULL::BIGINT, ARRAY[v_rows]);
             FOR j IN 1 .. v_rows LOOP
-                v_rowsk[j] := v_sks[array_position(v_sids, p_rowsid[j])];
+                v_rowi[j] := array_position(v_sids, p_rowsid[j]);
+                v_rowsk[j] := v_sks[v_rowi[j]];
             END LOOP;
             -- Each id is looked up in the unique (sk, action_id) index: a probe per row for
             -- a few rows, correlated probes in one statement for more (a join with the rows
@@ -139,7 +142,7 @@ BEGIN
             END IF;
             seqs := array_fill(NULL::BIGINT, ARRAY[v_rows]);
             FOR j IN 1 .. v_rows LOOP
-                v_i := array_position(v_sids, p_rowsid[j]);
+                v_i := v_rowi[j];
                 IF v_i IS NULL THEN
                     CONTINUE;  -- a missing session: its rows stay NULL
                 ELSIF v_known[j] IS NOT NULL THEN
