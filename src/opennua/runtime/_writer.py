@@ -38,7 +38,7 @@ from opennua.runtime._state import ExecState, apply
 #: keep as written (`EncodedStep.replaced`: counters, plans, waits, answers) reach this
 #: many times its compressed size. The rest of what a resume replays is the history
 #: itself, which a full holds too: replaying it costs about what loading a full would
-#: (docs/runtime.md, "Checkpoint format"), so rewriting the history into a full at every
+#: (docs/runtime.md, "What a full checkpoint is for"), so rewriting the history into a full at every
 #: doubling, as fulls once were, only stored it again. Each full is paid for by at least
 #: twice its size in replaced ops, so the bytes written stay linear in the steps.
 COMPACT_FACTOR = 2
