@@ -303,6 +303,65 @@ async def test_postgres_v24_database_gets_a_ledger_keyed_by_execution_and_keeps_
 
 
 @pytest.mark.postgres
+async def test_postgres_v25_database_gets_checkpoints_keyed_by_execution_and_keeps_them(
+    pg_url: str,
+) -> None:
+    async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
+        assert await migrate_postgres(conn, target=25) == 25
+        await conn.execute("INSERT INTO sessions (session_id, created_at) VALUES ('ses_a', 1)")
+        for eid, status in (("exe_a", "queued"), ("exe_b", "completed")):
+            await conn.execute(
+                "INSERT INTO executions (execution_id, session_id, turn_id, status, created_at)"
+                " VALUES (%s, 'ses_a', 'trn_1', %s, 1)",
+                (eid, status),
+            )
+        # The same step numbers in two executions: each keeps its own.
+        for eid in ("exe_a", "exe_b"):
+            await conn.execute(
+                "INSERT INTO checkpoints VALUES (%s, 2, %s)", (eid, f"{eid} full 2".encode())
+            )
+            for step in (1, 2, 3):
+                await conn.execute(
+                    "INSERT INTO checkpoint_steps VALUES (%s, %s, %s)",
+                    (eid, step, f"{eid} step {step}".encode()),
+                )
+
+    async with await open_store(pg_url) as store:
+        for eid in ("exe_a", "exe_b"):
+            loaded = await store.load_checkpoint(eid)
+            assert loaded.full is not None and loaded.full.payload == f"{eid} full 2".encode()
+            assert [(s.step_no, s.payload) for s in loaded.steps] == [
+                (3, f"{eid} step 3".encode())
+            ]
+        # New records land in the tables; a prune through the views deletes the records
+        # of its execution alone.
+        claimed = await store.claim("sup", 10.0, 30.0)
+        assert claimed is not None and claimed.execution.execution_id == "exe_a"
+        async with store.fenced("exe_a", claimed.epoch) as tx:
+            tx.put_checkpoint_step(4, b"exe_a step 4")
+            tx.put_full_checkpoint(4, b"exe_a full 4")
+            tx.prune_checkpoints(4)
+        loaded = await store.load_checkpoint("exe_a")
+        assert loaded.full is not None and loaded.full.payload == b"exe_a full 4"
+        assert loaded.steps == []
+    async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
+        for table, want in (
+            ("full_records", [("exe_a", 4), ("exe_b", 2)]),
+            ("step_records", [("exe_b", 1), ("exe_b", 2), ("exe_b", 3)]),
+        ):
+            cur = await conn.execute(
+                f"SELECT e.execution_id, r.step_no FROM {table} r "  # noqa: S608
+                "JOIN executions e ON e.pos = r.pos ORDER BY 1, 2"
+            )
+            assert await cur.fetchall() == want
+        cur = await conn.execute(
+            "SELECT table_name FROM information_schema.views"
+            " WHERE table_name IN ('checkpoints', 'checkpoint_steps') ORDER BY 1"
+        )
+        assert await cur.fetchall() == [("checkpoint_steps",), ("checkpoints",)]
+
+
+@pytest.mark.postgres
 async def test_postgres_older_database_is_migrated_and_newer_refused(pg_url: str) -> None:
     async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
         assert await migrate_postgres(conn, target=1) == 1

@@ -52,7 +52,7 @@ CREATE OR REPLACE FUNCTION nua_unit(
 ) LANGUAGE plpgsql AS $fn$
 DECLARE
     v_epoch BIGINT;
-    v_pos BIGINT;      -- the execution's integer key, which ledger rows hold
+    v_pos BIGINT;      -- the execution's integer key, which ledger and checkpoint rows hold
     v_status TEXT;
     v_owner TEXT;
     v_rows INT := coalesce(array_length(p_id, 1), 0);
@@ -188,8 +188,8 @@ BEGIN
 
     FOR i IN 1 .. coalesce(array_length(p_kind, 1), 0) LOOP
         v_key := p_key[i];
-        IF v_pos IS NULL AND p_kind[i] IN ('start', 'complete', 'unknown') THEN
-            -- A unit whose fence an earlier call in its transaction checked.
+        IF v_pos IS NULL THEN
+            -- Not fenced by this call (an earlier call in its transaction was, or none is).
             SELECT pos INTO v_pos FROM executions WHERE execution_id = p_exec;
             IF NOT FOUND THEN
                 RAISE EXCEPTION USING ERRCODE = 'NUA02', MESSAGE = 'execution',
@@ -198,15 +198,15 @@ BEGIN
         END IF;
         CASE p_kind[i]
         WHEN 'step' THEN
-            INSERT INTO checkpoint_steps (execution_id, step_no, payload)
-            VALUES (p_exec, p_int[i], p_bin[i]) ON CONFLICT (execution_id, step_no) DO NOTHING;
+            INSERT INTO step_records (pos, step_no, payload)
+            VALUES (v_pos, p_int[i], p_bin[i]) ON CONFLICT (pos, step_no) DO NOTHING;
             IF NOT FOUND THEN
                 RAISE EXCEPTION USING ERRCODE = 'NUA03', MESSAGE = 'checkpoint_steps',
                     DETAIL = p_exec || '/' || p_int[i], HINT = 'already recorded';
             END IF;
         WHEN 'full' THEN
-            INSERT INTO checkpoints (execution_id, step_no, payload)
-            VALUES (p_exec, p_int[i], p_bin[i]) ON CONFLICT (execution_id, step_no) DO NOTHING;
+            INSERT INTO full_records (pos, step_no, payload)
+            VALUES (v_pos, p_int[i], p_bin[i]) ON CONFLICT (pos, step_no) DO NOTHING;
             IF NOT FOUND THEN
                 RAISE EXCEPTION USING ERRCODE = 'NUA03', MESSAGE = 'checkpoints',
                     DETAIL = p_exec || '/' || p_int[i], HINT = 'already recorded';
