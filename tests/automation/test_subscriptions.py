@@ -327,6 +327,55 @@ async def test_one_deliverer_holds_the_lease_and_another_takes_over(
         await asyncio.gather(*runs)
 
 
+async def test_with_no_subscription_appends_do_not_wake_the_deliverer(
+    sqlite_live: World, receiver: Receiver
+) -> None:
+    """Idle (no subscription, no try in flight) only the poll starts a tick; once a
+    subscription exists, every append does again. The polls here are a minute apart, so
+    every tick counted below was started by the run's start or by an append."""
+    w = sqlite_live
+    sid = await new_session(w)
+
+    async def counted_run(d: Deliverer) -> tuple[asyncio.Task[None], list[int]]:
+        ticks = [0]
+        tick = d.tick
+
+        async def counting(lease: SchedulerLease) -> list[asyncio.Task[int]]:
+            ticks[0] += 1
+            return await tick(lease)
+
+        d.tick = counting  # type: ignore[method-assign]
+        task = asyncio.create_task(d.run())
+        for _ in range(500):
+            if ticks[0]:
+                break
+            await asyncio.sleep(0.01)
+        assert ticks[0] == 1  # the tick at its start
+        return task, ticks
+
+    idle = deliverer(w, poll_interval=60.0)
+    run, ticks = await counted_run(idle)
+    for i in range(20):
+        await rename(w, sid, f"unwatched {i}")
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.2)
+    assert ticks == [1]
+    await idle.shutdown()
+    await run
+
+    await subscribe(w, receiver)
+    busy = deliverer(w, poll_interval=60.0)
+    run, ticks = await counted_run(busy)
+    try:
+        wanted = await rename(w, sid, "watched")
+        await asyncio.to_thread(receiver.wait, lambda r: len(r.posts) >= 1)
+        assert set(receiver.delivered()) == {event_id(wanted)}
+        assert ticks[0] >= 2
+    finally:
+        await busy.shutdown()
+        await run
+
+
 async def test_pending_deliveries_survive_a_deliverer_that_died(
     sqlite_live: World, receiver: Receiver
 ) -> None:

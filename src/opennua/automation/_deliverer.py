@@ -146,6 +146,9 @@ class Deliverer:
         self.lease: SchedulerLease | None = None
         #: The last tick stopped at a page's end: there is more to do now.
         self._more = False
+        #: The last tick found no active subscription and no try in flight: an append has
+        #: nothing to match, so only the poll (or a kick) starts the next tick.
+        self._idle = False
 
     async def run(self) -> None:
         """Until `shutdown()`: hold (or wait for) the lease; scan and send on every append
@@ -189,16 +192,20 @@ class Deliverer:
             await asyncio.gather(*late, return_exceptions=True)
 
     async def _wait(self, watcher: Watcher) -> None:
+        """Until an append (unless idle), a kick, the stop or the poll interval. Idle, the
+        appends are not waited for: a busy server ticked several times a second, each tick a
+        lease write and two reads, with no subscription to match. A new subscription is scanned from its
+        start at the next poll; the watcher keeps at most one wake-up a session meanwhile."""
         self._kick.clear()
         stop = asyncio.ensure_future(self._stopping.wait())
-        woke = asyncio.ensure_future(watcher.batch(10_000))
         kicked = asyncio.ensure_future(self._kick.wait())
+        waits: list[asyncio.Future[Any]] = [stop, kicked]
+        if not self._idle:
+            waits.append(asyncio.ensure_future(watcher.batch(10_000)))
         try:
-            await asyncio.wait(
-                {stop, woke, kicked}, timeout=self.poll, return_when="FIRST_COMPLETED"
-            )
+            await asyncio.wait(waits, timeout=self.poll, return_when="FIRST_COMPLETED")
         finally:
-            for task in (stop, woke, kicked):
+            for task in waits:
                 task.cancel()
                 with contextlib.suppress(BaseException):
                     await task
@@ -214,6 +221,11 @@ class Deliverer:
         Raises `Fenced` once the lease is lost."""
         self._more = False
         active = {s.subscription_id: s for s in await self.store.list_subscriptions()}
+        self._idle = not active and not self._inflight
+        if self._idle:
+            # Nothing to scan for, nothing to send: a due delivery of a deleted or paused
+            # subscription is never picked.
+            return []
         for subscription in active.values():
             behind = await self.store.sessions_behind(subscription, limit=PAGE)
             self._more |= len(behind) == PAGE
