@@ -330,9 +330,7 @@ async def test_postgres_v25_database_gets_checkpoints_keyed_by_execution_and_kee
         for eid in ("exe_a", "exe_b"):
             loaded = await store.load_checkpoint(eid)
             assert loaded.full is not None and loaded.full.payload == f"{eid} full 2".encode()
-            assert [(s.step_no, s.payload) for s in loaded.steps] == [
-                (3, f"{eid} step 3".encode())
-            ]
+            assert [(s.step_no, s.payload) for s in loaded.steps] == [(3, f"{eid} step 3".encode())]
         # New records land in the tables; a prune through the views deletes the records
         # of its execution alone.
         claimed = await store.claim("sup", 10.0, 30.0)
@@ -350,7 +348,7 @@ async def test_postgres_v25_database_gets_checkpoints_keyed_by_execution_and_kee
             ("step_records", [("exe_b", 1), ("exe_b", 2), ("exe_b", 3)]),
         ):
             cur = await conn.execute(
-                f"SELECT e.execution_id, r.step_no FROM {table} r "  # noqa: S608
+                f"SELECT e.execution_id, r.step_no FROM {table} r "
                 "JOIN executions e ON e.pos = r.pos ORDER BY 1, 2"
             )
             assert await cur.fetchall() == want

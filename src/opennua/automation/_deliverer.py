@@ -193,9 +193,9 @@ class Deliverer:
 
     async def _wait(self, watcher: Watcher) -> None:
         """Until an append (unless idle), a kick, the stop or the poll interval. Idle, the
-        appends are not waited for: a busy server ticked several times a second, each tick a
-        lease write and two reads, with no subscription to match. A new subscription is scanned from its
-        start at the next poll; the watcher keeps at most one wake-up a session meanwhile."""
+        appends are not waited for: a busy server ticked several times a second, each tick
+        a lease write and two reads, with no subscription to match. A new subscription is
+        scanned at the next poll; the watcher keeps at most one wake-up a session meanwhile."""
         self._kick.clear()
         stop = asyncio.ensure_future(self._stopping.wait())
         kicked = asyncio.ensure_future(self._kick.wait())
