@@ -36,6 +36,7 @@ class SlowJournal(InMemoryJournal):
         self.gate = asyncio.Event()
         self.gate.set()
         self.batches: list[tuple[list[RuntimeEvent], list[CheckpointWrite]]] = []
+        self.ledger_ops: list[list[LedgerOp]] = []
 
     async def commit(
         self,
@@ -46,6 +47,7 @@ class SlowJournal(InMemoryJournal):
         await self.gate.wait()
         await asyncio.sleep(self.delay)
         self.batches.append((list(events), list(checkpoints)))
+        self.ledger_ops.append(list(ledger))
         await super().commit(events, checkpoints, ledger)
 
 
@@ -99,6 +101,14 @@ async def test_idempotent_steps_queued_behind_a_commit_land_together(tmp_path: P
         assert [r.step_no for r in records] == sorted(r.step_no for r in records)
     tools = facts(journal.log)["tools"]
     assert len(tools) == CALLS and {t["status"] for t in tools.values()} == {"completed"}
+    # A call started and completed in one commit has one ledger op there, `ran`; every call
+    # ends `completed` in the ledger.
+    ops = [op for batch in journal.ledger_ops for op in batch]
+    assert any(op.op == "ran" for op in ops)
+    for batch in journal.ledger_ops:
+        calls = [op.tool_call_id for op in batch]
+        assert len(calls) == len(set(calls)), batch
+    assert sorted(journal.ledger.values()) == ["completed"] * CALLS
 
     # The merged records replay to the state the loop had: a new attempt resumes at the
     # end and runs nothing again.
@@ -141,6 +151,27 @@ async def test_the_queue_behind_a_stuck_commit_is_bounded(tmp_path: Path) -> Non
 
 def _record(no: int, ops: str, full: bytes | None = None) -> CheckpointWrite:
     return CheckpointWrite(no, b'{"v":2,"ops":[' + ops.encode() + b"]}", full)
+
+
+def test_merge_writes_a_call_started_and_completed_in_one_commit_once() -> None:
+    """`start` then `complete` of one call in one commit become one `ran` where the start
+    was; a call with any other op here (only started, or marked unknown) keeps its ops."""
+    steps = [
+        Step([], _record(1, ""), (LedgerOp("complete", "call_a"), LedgerOp("start", "call_b"))),
+        Step([], _record(2, ""), (LedgerOp("complete", "call_b"), LedgerOp("start", "call_c"))),
+        Step([], _record(3, ""), (LedgerOp("unknown", "call_c"), LedgerOp("start", "call_d"))),
+    ]
+    _, _, ledger = merge_steps(steps)
+    assert ledger == [
+        LedgerOp("complete", "call_a"),
+        LedgerOp("ran", "call_b"),
+        LedgerOp("start", "call_c"),
+        LedgerOp("unknown", "call_c"),
+        LedgerOp("start", "call_d"),
+    ]
+    # A single step is written as it is.
+    (only,) = steps[:1]
+    assert merge_steps([only])[2] == [LedgerOp("complete", "call_a"), LedgerOp("start", "call_b")]
 
 
 def test_merge_joins_steps_and_a_full_closes_its_record() -> None:

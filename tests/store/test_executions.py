@@ -474,6 +474,27 @@ async def test_tool_ledger_moves_started_completed_unknown(store: Store, clock: 
     }
 
 
+async def test_a_call_that_ran_within_one_unit_is_recorded_completed_at_once(
+    store: Store, clock: FakeClock
+) -> None:
+    await _queued(store, clock, "exe_1")
+    c = await store.claim("sup", clock.now, TTL)
+    assert c is not None
+    async with store.fenced("exe_1", c.epoch) as tx:
+        tx.ledger_ran("call_a", now=clock.now)
+        tx.ledger_start("call_b", now=clock.now)
+    async with store.fenced("exe_1", c.epoch) as tx:  # a started call re-run after a resume
+        tx.ledger_ran("call_b", now=clock.now)
+    assert {e.tool_call_id: e.status for e in await store.get_ledger("exe_1")} == {
+        "call_a": "completed",
+        "call_b": "completed",
+    }
+    for call in ("call_a", "call_b"):  # a completed side effect never runs again
+        with pytest.raises(WriteConflict):
+            async with store.fenced("exe_1", c.epoch) as tx:
+                tx.ledger_ran(call, now=clock.now)
+
+
 async def test_store_survives_reopen(tmp_path: Path, clock: FakeClock) -> None:
     url = f"sqlite:///{tmp_path}/nua.db"
     async with await open_store(url) as s:

@@ -20,13 +20,14 @@ LedgerStatus = Literal["started", "completed", "unknown"]
 
 @dataclass(frozen=True, slots=True)
 class LedgerOp:
-    """One tool-effect ledger write: `start` before a tool runs, `complete` after, `unknown`.
+    """One tool-effect ledger write: `start` before a tool runs, `complete` after, `unknown`;
+    `ran` for a call whose `start` and `complete` commit together (`_pending.merge_steps`).
 
     No idempotency key: a tool's key is its call id (``ToolContext.idempotency_key``), which
     the entry is keyed by already; writing it again cost ~40 bytes per call.
     """
 
-    op: Literal["start", "complete", "unknown"]
+    op: Literal["start", "ran", "complete", "unknown"]
     tool_call_id: str
     tool_name: str = ""
 
@@ -201,10 +202,10 @@ def _apply_ledger(
     out = dict(ledger)
     for op in ops:
         current = out.get(op.tool_call_id)
-        if op.op == "start":
+        if op.op in ("start", "ran"):
             if current == "completed":
                 raise ValueError(f"tool call {op.tool_call_id!r} already completed")
-            out[op.tool_call_id] = "started"
+            out[op.tool_call_id] = "started" if op.op == "start" else "completed"
         elif current is None:
             raise ValueError(f"tool call {op.tool_call_id!r} not found in the ledger")
         elif op.op == "complete":

@@ -508,14 +508,16 @@ class PruneCheckpoints(Op):
 
 @dataclass(frozen=True, slots=True)
 class LedgerStart(Op):
-    """Record a tool call as ``started``. Re-starting is allowed (an idempotent tool
-    re-run after a resume); re-starting a ``completed`` call is a ``WriteConflict``: its
-    effect already happened."""
+    """Record a tool call as ``started``, or, ``ran``, as started and completed at once (a
+    call whose start and end commit together: one row version, not two). Re-starting is
+    allowed (an idempotent tool re-run after a resume); re-starting a ``completed`` call
+    is a ``WriteConflict``: its effect already happened."""
 
     execution_id: str
     tool_call_id: str
     idempotency_key: str | None
     now: float | None
+    ran: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -145,7 +145,8 @@ def call_args(
         if isinstance(op, PutCheckpoint):
             kind, step, blob = ("full" if op.full else "step"), _int(op.step_no), op.payload
         elif isinstance(op, LedgerStart):
-            kind, key, text, num = "start", op.tool_call_id, op.idempotency_key, _num(op.now)
+            kind = "ran" if op.ran else "start"
+            key, text, num = op.tool_call_id, op.idempotency_key, _num(op.now)
         elif op.status == "completed":
             kind, key, num = "complete", op.tool_call_id, _num(op.now)
             text = None if op.result is None else dumps(op.result, "a tool call's result")

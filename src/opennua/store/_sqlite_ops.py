@@ -142,11 +142,17 @@ def _ledger_start(op: LedgerStart) -> Program[None]:
     # completed call is not: its effect already happened.
     rows = yield Query(
         "INSERT INTO tool_ledger (execution_id, tool_call_id, status, idempotency_key, "
-        "result, updated_at) VALUES (?, ?, 'started', ?, NULL, ?) "
-        "ON CONFLICT (execution_id, tool_call_id) DO UPDATE SET status = 'started', "
+        "result, updated_at) VALUES (?, ?, ?, ?, NULL, ?) "
+        "ON CONFLICT (execution_id, tool_call_id) DO UPDATE SET status = excluded.status, "
         "idempotency_key = excluded.idempotency_key, updated_at = excluded.updated_at "
         "WHERE tool_ledger.status <> 'completed' RETURNING status",
-        (op.execution_id, op.tool_call_id, op.idempotency_key, op.now),
+        (
+            op.execution_id,
+            op.tool_call_id,
+            "completed" if op.ran else "started",
+            op.idempotency_key,
+            op.now,
+        ),
     )
     if not rows:
         raise WriteConflict("tool call", op.tool_call_id, "already completed")

@@ -283,6 +283,11 @@ class FencedTransaction(UnitBuilder):
     ) -> Handle[None]:
         return self._add(LedgerStart(self.execution_id, tool_call_id, idempotency_key, now))
 
+    def ledger_ran(self, tool_call_id: str, *, now: float | None = None) -> Handle[None]:
+        """A call started and completed within this unit: recorded ``completed`` at once,
+        under ``ledger_start``'s rule (a call that completed before cannot run again)."""
+        return self._add(LedgerStart(self.execution_id, tool_call_id, None, now, ran=True))
+
     def ledger_complete(
         self, tool_call_id: str, *, result: Any = None, now: float | None = None
     ) -> Handle[None]:

@@ -221,6 +221,8 @@ class StoreJournal:
             for op in ledger:
                 if op.op == "start":
                     tx.ledger_start(op.tool_call_id, now=now)
+                elif op.op == "ran":
+                    tx.ledger_ran(op.tool_call_id, now=now)
                 elif op.op == "complete":
                     tx.ledger_complete(op.tool_call_id, now=now)
                 else:

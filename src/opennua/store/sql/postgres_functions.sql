@@ -40,8 +40,8 @@ $drop$;
 -- of independent callers' appends) its rows get NULL and it is listed in missing. p_sess
 -- may repeat a session; listing each once saves a lookup.
 --
--- Other ops, p_kind per op: 'step' / 'full' (p_int step_no, p_bin payload), 'start'
--- (p_key tool_call_id, p_text idempotency key, p_num now), 'complete' (p_key, p_text
+-- Other ops, p_kind per op: 'step' / 'full' (p_int step_no, p_bin payload), 'start' and
+-- 'ran' (p_key tool_call_id, p_text idempotency key, p_num now), 'complete' (p_key, p_text
 -- result JSON, p_num now), 'unknown' (p_key, p_num now).
 CREATE OR REPLACE FUNCTION nua_unit(
     p_exec TEXT, p_fenced BOOLEAN, p_epoch BIGINT, p_owner TEXT, p_whole BOOLEAN,
@@ -211,12 +211,15 @@ BEGIN
                 RAISE EXCEPTION USING ERRCODE = 'NUA03', MESSAGE = 'checkpoints',
                     DETAIL = p_exec || '/' || p_int[i], HINT = 'already recorded';
             END IF;
-        WHEN 'start' THEN
+        WHEN 'start', 'ran' THEN
             -- Re-starting is allowed (an idempotent re-run after a resume), re-starting
-            -- a completed call is not: its effect already happened.
+            -- a completed call is not: its effect already happened. 'ran': started and
+            -- completed in this unit, one row version instead of two.
             INSERT INTO ledger (pos, tool_call_id, status, idempotency_key, result,
-                updated_at) VALUES (v_pos, v_key, 'started', p_text[i], NULL, p_num[i])
-            ON CONFLICT (pos, tool_call_id) DO UPDATE SET status = 'started',
+                updated_at) VALUES (v_pos, v_key,
+                CASE p_kind[i] WHEN 'ran' THEN 'completed' ELSE 'started' END,
+                p_text[i], NULL, p_num[i])
+            ON CONFLICT (pos, tool_call_id) DO UPDATE SET status = excluded.status,
                 idempotency_key = excluded.idempotency_key, updated_at = excluded.updated_at
             WHERE ledger.status <> 'completed';
             IF NOT FOUND THEN

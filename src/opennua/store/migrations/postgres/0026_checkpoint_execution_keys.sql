@@ -5,8 +5,9 @@
 -- the logical schema the reads and the prune use (a delete through one lands in its
 -- table); nua_unit (store/sql/postgres_functions.sql) writes the tables.
 --
--- The version also marks the nua_unit that writes these tables: an older opennua refuses
--- the database instead of installing one that inserts into the views.
+-- The version also marks the nua_unit that writes these tables (and takes a ledger op
+-- 'ran': a call started and completed in one unit): an older opennua refuses the database
+-- instead of installing one that inserts into the views.
 
 CREATE TABLE step_records (
     pos     BIGINT NOT NULL,
