@@ -32,6 +32,14 @@ def serve_command(
         str | None, typer.Option(help="provider:model (default NUA_MODEL or scripted:demo)")
     ] = None,
     lease_ttl: Annotated[float, typer.Option(help="Execution lease TTL in seconds")] = 15.0,
+    max_executions: Annotated[
+        int,
+        typer.Option(
+            envvar="NUA_MAX_EXECUTIONS",
+            help="Executions this process runs at once; more wait queued (a turn waiting "
+            "for an answer takes no slot)",
+        ),
+    ] = 8,
     sandbox: Annotated[
         str,
         typer.Option(
@@ -105,6 +113,9 @@ def serve_command(
             f"error: --sandbox must be auto, bwrap, landlock or none, not {sandbox!r}", err=True
         )
         raise typer.Exit(2)
+    if max_executions < 1:
+        typer.echo(f"error: --max-executions must be at least 1, not {max_executions}", err=True)
+        raise typer.Exit(2)
     quota = parse_size(workspace_quota)
     if quota is None:
         typer.echo(f"error: --workspace-quota must be a size such as 5GiB, not {workspace_quota!r}",
@@ -119,6 +130,7 @@ def serve_command(
         port=port,
         model=model,
         lease_ttl=lease_ttl,
+        max_executions=max_executions,
         sandbox=sandbox,
         allowed_hosts=tuple(allowed_host or ()),
         blobs=blobs,

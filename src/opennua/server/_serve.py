@@ -85,6 +85,9 @@ class ServeConfig:
     port: int = DEFAULT_PORT
     model: str | None = None
     lease_ttl: float = 15.0
+    #: Executions the supervisor runs at once; the rest wait queued. A turn parked for an
+    #: answer holds no slot.
+    max_executions: int = 8
     deadline_seconds: float = 3600.0
     #: How `shell` and stdio MCP servers run: `auto` (bubblewrap where it starts, else
     #: Landlock), `bwrap`, `landlock`, or ("none", the operator's choice) unconfined.
@@ -472,6 +475,7 @@ async def _start_executing(
         supervisor_id=supervisor_id,
         data_dir=config.data_dir,
         ttl=config.lease_ttl,
+        concurrency=config.max_executions,
         sandbox=sandbox,
         tracing=telemetry.tracing,
         on_claim=metrics.claims.inc,
