@@ -49,7 +49,7 @@ def test_one_execution_at_a_time_and_a_parked_turn_frees_its_slot(tmp_path: Path
                 assert b == "queued", (a, b)
                 seen_waiting += 1
                 time.sleep(0.2)
-            assert seen_waiting >= 3, seen_waiting
+            assert seen_waiting >= 1, seen_waiting
             assert a == "requires_action"
             # Parked for its approval, the first holds no slot: the second runs.
             wait_for(
