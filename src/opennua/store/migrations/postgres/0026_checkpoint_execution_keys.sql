@@ -1,9 +1,10 @@
 -- Checkpoint records name their execution by its integer key (executions.pos), not its
 -- ~30-byte text id, as the ledger has since migration 25: a side-effecting step writes a
 -- step record of its own, and the id took ~45 of the ~400 bytes a record cost in the heap
--- and its key (`benchmarks/peers.py`: 1,531 -> 1,486 bytes a side-effecting step). The `checkpoint_steps` and `checkpoints` views keep
--- the logical schema the reads and the prune use (a delete through one lands in its
--- table); nua_unit (store/sql/postgres_functions.sql) writes the tables.
+-- and its key (`benchmarks/peers.py`: 1,531 -> 1,486 bytes a side-effecting step). The
+-- `checkpoint_steps` and `checkpoints` views keep the logical schema the reads and the
+-- prune use (a delete through one lands in its table); nua_unit
+-- (store/sql/postgres_functions.sql) writes the tables.
 --
 -- The version also marks the nua_unit that writes these tables (and takes a ledger op
 -- 'ran': a call started and completed in one unit): an older opennua refuses the database
