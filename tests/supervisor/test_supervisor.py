@@ -291,3 +291,16 @@ async def test_a_grant_that_no_longer_holds_ends_the_run_revoked(
         assert "membership_removed" in execution.error["message"]
         turn = (await session_state(store))["turns"][0]
         assert turn["stop_reason"] == "revoked" and turn["error"]["code"] == "grant_revoked"
+
+
+@pytest.mark.parametrize("concurrency", [0, -1])
+async def test_a_supervisor_that_could_run_no_execution_is_refused(
+    tmp_path: Path, concurrency: int
+) -> None:
+    # With no slot, every claimed execution would wait for one forever.
+    store = await open_store(f"sqlite:///{tmp_path}/nua.db")
+    try:
+        with pytest.raises(ValueError, match="at least 1"):
+            make_supervisor(store, tmp_path, concurrency=concurrency)
+    finally:
+        await store.close()

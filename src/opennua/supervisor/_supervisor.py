@@ -73,7 +73,10 @@ class Supervisor:
         `opennua.auth.Authority.renew_grant`. `gateway` issues each attempt that has remote
         MCP servers its route (and ticket) to the gateway. `retention`: seconds an ended
         session's workspace is kept; then, every `collect_every` seconds, its blobs are
-        collected (`_retention.Collector`; None: never)."""
+        collected (`_retention.Collector`; None: never). `concurrency`: executions run at
+        once, at least 1 (ValueError otherwise: none would ever run)."""
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be at least 1, not {concurrency}")
         self.store = store
         self.agent = agent
         self.config = AttemptConfig(
