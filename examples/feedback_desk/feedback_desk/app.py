@@ -329,7 +329,8 @@ def create_app(config: DeskConfig) -> Desk:
     @app.post("/desk/{ticket_id}/answer")
     async def answer_route(request: Request, ticket_id: str) -> Response:
         """Answer the agent's open question of a revision with one of the options it
-        offers. The first answer wins at the Host; a reviewer who lost is told who won."""
+        offers, or a free-form question (no options) with text. The first answer wins at
+        the Host; a reviewer who lost is told who won."""
         who = reviewer(request)
         ticket_or_404(ticket_id)
         if config.runtime is None:
@@ -341,9 +342,15 @@ def create_app(config: DeskConfig) -> Desk:
         asked = (row or {}).get("requests", {}).get(rid)
         if row is None or asked is None:
             return problem(404, "no_request", f"revision {raw} has no request {rid!r}")
-        if option_id not in {o["option_id"] for o in asked["options"]}:
+        if not asked["options"]:
+            text = str(form.get("text", "")).strip()
+            if not text:
+                return problem(422, "empty_answer", "the question wants an answer in words")
+            done = await answer(db, config.runtime, row, rid, who, text=text)
+        elif option_id not in {o["option_id"] for o in asked["options"]}:
             return problem(422, "invalid_option", f"{option_id!r} is not an option offered")
-        done = await answer(db, config.runtime, row, rid, option_id, who)
+        else:
+            done = await answer(db, config.runtime, row, rid, who, option_id=option_id)
         if wants_html(request):
             lost = "" if done.won else "?lost=" + rid
             return RedirectResponse(f"/desk/{ticket_id}{lost}", status_code=303)

@@ -230,8 +230,9 @@ def _merged(
 
 
 def _request(found: Mapping[str, Any]) -> dict[str, Any]:
-    """What the desk keeps of an input request: the question, the options it offers, and
-    once resolved the option chosen and who chose it (the Host's `answered_by`)."""
+    """What the desk keeps of an input request: the question, the options it offers (none:
+    a free-form question), and once resolved the option chosen or the answer given, and who
+    answered (the Host's `answered_by`)."""
     return {
         "request_id": found["request_id"],
         "prompt": found.get("prompt", ""),
@@ -241,6 +242,7 @@ def _request(found: Mapping[str, Any]) -> dict[str, Any]:
         "status": found["status"],
         "outcome": found.get("outcome"),
         "option_id": found.get("option_id"),
+        "payload": found.get("payload"),
         "answered_by": found.get("answered_by"),
     }
 
@@ -254,15 +256,25 @@ class Answer:
 
 
 async def answer(
-    db: Database, runtime: Runtime, row: dict[str, Any], request_id: str, option_id: str, who: str
+    db: Database,
+    runtime: Runtime,
+    row: dict[str, Any],
+    request_id: str,
+    who: str,
+    *,
+    option_id: str | None = None,
+    text: str | None = None,
 ) -> Answer:
-    """Answer an input request of a dispatch's turn as reviewer `who`, through the client.
-    First writer wins at the Host: a reviewer who lost is told who won. Either way the
-    desk then records the request as the Host's state has it, not as it guessed."""
+    """Answer an input request of a dispatch's turn as reviewer `who`, through the client:
+    with one of its options, or (a free-form question) with `text`. First writer wins at
+    the Host: a reviewer who lost is told who won. Either way the desk then records the
+    request as the Host's state has it, not as it guessed."""
     client = runtime.client(str(db.setting("install_id")))
     session = client.session(row["session_id"])
     try:
-        resolution = await session.answer(request_id, option_id=option_id, on_behalf_of=who)
+        resolution = await session.answer(
+            request_id, option_id=option_id, payload=text, on_behalf_of=who
+        )
         outcome = Answer(True, dict(resolution["answered_by"]))
     except ConflictError as lost:
         if lost.answered_by is None:  # not a lost race: the turn moved on otherwise

@@ -8,8 +8,10 @@ provider replaces it by deploying the plugin with another `--model` (README).
 Per conversation, after the newest user message: first it searches (`desk__search_tickets`
 and `desk__search_articles`, the tool names as the request lists them); once the results
 are back it answers with one JSON document citing what they returned. Markers in a ticket's
-text script the failure cases the tests need: `#invalid-once` (the first answer breaks the
-schema, the corrected one fits), `#invalid-always` (never fits: the turn fails).
+text script the cases the tests need: `#invalid-once` (the first answer breaks the
+schema, the corrected one fits), `#invalid-always` (never fits: the turn fails),
+`#ask-reviewer` (after searching, it asks the team a free-form question with `ask_user` and
+puts the answer in its analysis).
 """
 
 from __future__ import annotations
@@ -50,10 +52,32 @@ def respond(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict
         return {"calls": [(search, {"query": query}), (articles, {"query": query})]}
     retried = sum(1 for m in since if m["role"] == "user")
     original = _text(messages[asked[0]]["content"])
+    told = _answer_of(since, "ask_user")
+    if "#ask-reviewer" in original and "ask_user" in names and told is None:
+        return {"calls": [("ask_user", {"question": QUESTION})]}
     result = _result(prompt, original, results)
+    if told is not None:
+        result["internal_analysis"] += f" The team says: {told}"
     if "#invalid-always" in original or ("#invalid-once" in original and retried == 0):
         result["severity"] = 9  # the schema allows 1–4
     return {"text": json.dumps(result, indent=1, ensure_ascii=False)}
+
+
+#: What the agent asks the team when a ticket says `#ask-reviewer`.
+QUESTION = "Which plan is this customer on, and did anything change on our side lately?"
+
+
+def _answer_of(since: list[dict[str, Any]], tool: str) -> str | None:
+    """The result of the newest call of `tool` among these messages, if it came back."""
+    ids = [
+        c["id"]
+        for m in since
+        if m["role"] == "assistant"
+        for c in m.get("tool_calls") or []
+        if c["function"]["name"] == tool
+    ]
+    found = [_text(m.get("content")) for m in since if m.get("tool_call_id") in ids]
+    return found[-1] if found else None
 
 
 def _ticket_id(text: str) -> str:

@@ -1,6 +1,7 @@
 """A reviewer answers the agent's question from the desk: the options are the ones the
-request offers, the answer goes through `opennua.client`, the desk shows who answered (the
-Host's `answered_by`), and a reviewer who lost a first-writer-wins race is told who won."""
+request offers (a free-form question is answered in words), the answer goes through
+`opennua.client`, the desk shows who answered (the Host's `answered_by`), and a reviewer
+who lost a first-writer-wins race is told who won."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import httpx
 import pytest
 
 from feedback_desk.provision import PLUGIN_DIR, publish
+from feedback_desk.scripted_model import QUESTION
 
 from .conftest import Stack, wait_for
 
@@ -107,3 +109,41 @@ def test_a_reviewer_answers_and_a_loser_is_told_who_won(stack: Stack, tmp_path: 
         assert f"by reviewer ({desk_client})" in page
         assert "by cli_ops_console" in page or "(cli_ops_console)" in page
         stack.wait_status(http, ticket_id, "draft ready", 2)
+
+
+def test_a_reviewer_answers_the_agents_question_in_words(stack: Stack) -> None:
+    # `#ask-reviewer`: after searching, the agent asks the team with `ask_user` (no options).
+    ticket_id = stack.submit("Billing page blank #ask-reviewer", "The billing page is empty.")[
+        "ticket_id"
+    ]
+    html = {"accept": "text/html"}
+    with stack.reviewer() as http, stack.opennua() as nua:
+        http.post(f"/desk/{ticket_id}/dispatch")
+        row = _waiting(stack, http, ticket_id, 1)
+        rid, asked = row["request"]["request_id"], row["request"]
+        assert asked["options"] == [] and asked["prompt"] == QUESTION, asked
+        page = http.get(f"/desk/{ticket_id}", headers=html).text
+        assert f'id="text-{rid}" name="text"' in page, "the form asks for words, not options"
+
+        empty = http.post(
+            f"/desk/{ticket_id}/answer", data={"revision": "1", "request_id": rid, "text": "  "}
+        )
+        assert (empty.status_code, empty.json()["code"]) == (422, "empty_answer")
+        assert _answer(http, ticket_id, 1, rid, "allow_once").json()["code"] == "empty_answer"
+
+        said = "Enterprise plan; we moved billing to a new provider on Monday."
+        won = http.post(
+            f"/desk/{ticket_id}/answer", data={"revision": "1", "request_id": rid, "text": said}
+        )
+        assert won.status_code == 200 and won.json()["won"] is True, won.text
+        done = stack.wait_status(http, ticket_id, "draft ready")
+        # The agent got the words: they are in its analysis.
+        assert said in done["output"]["internal_analysis"], done["output"]
+        # The Host's record is the desk's: the answer, and who gave it.
+        state = nua.get(f"/v1/sessions/{row['session_id']}").json()["state"]
+        host = state["turns"][-1]["input_requests"][rid]
+        assert (host["outcome"], host["payload"]) == ("answered", said)
+        mine = http.get(f"/api/tickets/{ticket_id}").json()["dispatches"][0]["requests"][rid]
+        assert (mine["payload"], mine["answered_by"]) == (said, host["answered_by"])
+        page = http.get(f"/desk/{ticket_id}", headers=html).text
+        assert f"Answered “{said}” by reviewer" in page
