@@ -15,6 +15,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
+from opennua.client import GoneError, InvalidRequestError
 from starlette.datastructures import FormData, UploadFile
 from starlette.exceptions import HTTPException
 
@@ -342,15 +343,18 @@ def create_app(config: DeskConfig) -> Desk:
         asked = (row or {}).get("requests", {}).get(rid)
         if row is None or asked is None:
             return problem(404, "no_request", f"revision {raw} has no request {rid!r}")
-        if not asked["options"]:
-            text = str(form.get("text", "")).strip()
-            if not text:
-                return problem(422, "empty_answer", "the question wants an answer in words")
-            done = await answer(db, config.runtime, row, rid, who, text=text)
-        elif option_id not in {o["option_id"] for o in asked["options"]}:
+        text = str(form.get("text", "")).strip()
+        if not asked["options"] and not text:
+            return problem(422, "empty_answer", "the question wants an answer in words")
+        if asked["options"] and option_id not in {o["option_id"] for o in asked["options"]}:
             return problem(422, "invalid_option", f"{option_id!r} is not an option offered")
-        else:
-            done = await answer(db, config.runtime, row, rid, who, option_id=option_id)
+        given = {"option_id": option_id} if asked["options"] else {"text": text}
+        try:
+            done = await answer(db, config.runtime, row, rid, who, **given)
+        except (InvalidRequestError, GoneError) as refused:
+            # The runtime's word, passed on: words that do not fit the question's schema,
+            # a request that expired or whose turn ended.
+            return problem(refused.status, refused.code, refused.detail)
         if wants_html(request):
             lost = "" if done.won else "?lost=" + rid
             return RedirectResponse(f"/desk/{ticket_id}{lost}", status_code=303)

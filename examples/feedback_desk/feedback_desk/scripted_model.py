@@ -11,7 +11,8 @@ are back it answers with one JSON document citing what they returned. Markers in
 text script the cases the tests need: `#invalid-once` (the first answer breaks the
 schema, the corrected one fits), `#invalid-always` (never fits: the turn fails),
 `#ask-reviewer` (after searching, it asks the team a free-form question with `ask_user` and
-puts the answer in its analysis).
+puts the answer in its analysis), `#ask-plan` (the same, with a `response_schema`: one of
+three plan names).
 """
 
 from __future__ import annotations
@@ -55,6 +56,8 @@ def respond(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict
     told = _answer_of(since, "ask_user")
     if "#ask-reviewer" in original and "ask_user" in names and told is None:
         return {"calls": [("ask_user", {"question": QUESTION})]}
+    if "#ask-plan" in original and "ask_user" in names and told is None:
+        return {"calls": [("ask_user", {"question": PLAN, "response_schema": PLAN_SCHEMA})]}
     result = _result(prompt, original, results)
     if told is not None:
         result["internal_analysis"] += f" The team says: {told}"
@@ -65,6 +68,9 @@ def respond(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict
 
 #: What the agent asks the team when a ticket says `#ask-reviewer`.
 QUESTION = "Which plan is this customer on, and did anything change on our side lately?"
+#: ... and when it says `#ask-plan`: an answer the runtime checks against PLAN_SCHEMA.
+PLAN = "Which plan is this customer on (free, team or enterprise)?"
+PLAN_SCHEMA = {"type": "string", "enum": ["free", "team", "enterprise"]}
 
 
 def _answer_of(since: list[dict[str, Any]], tool: str) -> str | None:

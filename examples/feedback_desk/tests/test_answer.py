@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from feedback_desk.provision import PLUGIN_DIR, publish
-from feedback_desk.scripted_model import QUESTION
+from feedback_desk.scripted_model import PLAN, QUESTION
 
 from .conftest import Stack, wait_for
 
@@ -147,3 +147,31 @@ def test_a_reviewer_answers_the_agents_question_in_words(stack: Stack) -> None:
         assert (mine["payload"], mine["answered_by"]) == (said, host["answered_by"])
         page = http.get(f"/desk/{ticket_id}", headers=html).text
         assert f"Answered “{said}” by reviewer" in page
+
+
+def test_words_that_do_not_fit_the_questions_schema_are_refused_as_the_runtime_says(
+    stack: Stack,
+) -> None:
+    # `#ask-plan`: the question comes with a response_schema (one of three plan names).
+    ticket_id = stack.submit("Invoices missing #ask-plan", "No invoices this month.")["ticket_id"]
+    with stack.reviewer() as http:
+        http.post(f"/desk/{ticket_id}/dispatch")
+        row = _waiting(stack, http, ticket_id, 1)
+        rid = row["request"]["request_id"]
+        assert row["request"]["prompt"] == PLAN
+
+        def say(text: str) -> httpx.Response:
+            form = {"revision": "1", "request_id": rid, "text": text}
+            return http.post(f"/desk/{ticket_id}/answer", data=form)
+
+        refused = say("The big one")
+        assert refused.status_code == 422, refused.text
+        # The runtime's refusal, passed on (its code and why).
+        assert refused.json()["code"] == "validation_error", refused.json()
+        assert "enterprise" in refused.json()["detail"], refused.json()
+        # Nothing was answered: the question is still open, and a fitting answer wins.
+        assert _waiting(stack, http, ticket_id, 1)["request"]["request_id"] == rid
+        won = say("enterprise")
+        assert won.status_code == 200 and won.json()["won"] is True, won.text
+        done = stack.wait_status(http, ticket_id, "draft ready")
+        assert "The team says: enterprise" in done["output"]["internal_analysis"]
