@@ -231,20 +231,30 @@ def _merged(
 
 def _request(found: Mapping[str, Any]) -> dict[str, Any]:
     """What the desk keeps of an input request: the question, the options it offers (none:
-    a free-form question), and once resolved the option chosen or the answer given, and who
-    answered (the Host's `answered_by`)."""
+    a free-form question, perhaps with the answers its schema allows), and once resolved
+    the option chosen or the answer given, and who answered (the Host's `answered_by`)."""
     return {
         "request_id": found["request_id"],
         "prompt": found.get("prompt", ""),
         "options": [
             {"option_id": o["option_id"], "name": o["name"]} for o in found.get("options") or []
         ],
+        # A free-form question whose schema names its answers: the desk offers them.
+        "choices": _choices(found.get("response_schema")),
         "status": found["status"],
         "outcome": found.get("outcome"),
         "option_id": found.get("option_id"),
         "payload": found.get("payload"),
         "answered_by": found.get("answered_by"),
     }
+
+
+def _choices(schema: Any) -> list[str]:
+    """The answers a response schema allows when it lists them (`enum` of strings)."""
+    enum = schema.get("enum") if isinstance(schema, dict) else None
+    if not isinstance(enum, list) or not all(isinstance(v, str) for v in enum):
+        return []
+    return list(enum)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from feedback_desk.provision import PLUGIN_DIR, publish
-from feedback_desk.scripted_model import PLAN, QUESTION
+from feedback_desk.scripted_model import PLAN, PLAN_SCHEMA, QUESTION
 
 from .conftest import Stack, wait_for
 
@@ -159,6 +159,10 @@ def test_words_that_do_not_fit_the_questions_schema_are_refused_as_the_runtime_s
         row = _waiting(stack, http, ticket_id, 1)
         rid = row["request"]["request_id"]
         assert row["request"]["prompt"] == PLAN
+        # The schema lists its answers: the page offers them instead of a text box.
+        assert row["request"]["choices"] == PLAN_SCHEMA["enum"]
+        page = http.get(f"/desk/{ticket_id}", headers={"accept": "text/html"}).text
+        assert 'name="text" value="enterprise"' in page and f'id="text-{rid}"' not in page
 
         def say(text: str) -> httpx.Response:
             form = {"revision": "1", "request_id": rid, "text": text}
@@ -169,7 +173,8 @@ def test_words_that_do_not_fit_the_questions_schema_are_refused_as_the_runtime_s
         # The runtime's refusal, passed on (its code and why).
         assert refused.json()["code"] == "validation_error", refused.json()
         assert "enterprise" in refused.json()["detail"], refused.json()
-        # Nothing was answered: the question is still open, and a fitting answer wins.
+        # Words not on offer (another client, or a form sent by hand) are the runtime's to
+        # refuse. Nothing was answered: the question is still open, and a fitting answer wins.
         assert _waiting(stack, http, ticket_id, 1)["request"]["request_id"] == rid
         won = say("enterprise")
         assert won.status_code == 200 and won.json()["won"] is True, won.text
