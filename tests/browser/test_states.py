@@ -132,8 +132,15 @@ def test_a_model_retry_counts_down_and_clears(ui: Callable[..., Page], server: S
     page = ui()
     open_session(page, server, sid)
     page.wait_for_selector(".request[data-status=open]", timeout=30_000)
+    # The request opens a unit before the attempt parks the turn (`turn.state
+    # requires_action`, after its workspace commit): read the seq once the page holds the
+    # park, past which nothing is appended until the answer, or the actions injected below
+    # race the server's own for the same seqs.
+    page.wait_for_selector(".turn[data-state=requires_action]", timeout=30_000)
+    parked = server_state(server, sid)
     seq = json.loads(ui_state_json(page))["seq"]
-    turn_id = server_state(server, sid)["turns"][0]["turn_id"]
+    assert seq == parked["seq"], (seq, parked["seq"])
+    turn_id = parked["turns"][0]["turn_id"]
     at = page.evaluate("new Date(Date.now() + 5000).toISOString()")
     retry = {
         "attempt": 2,
