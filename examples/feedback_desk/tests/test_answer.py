@@ -46,6 +46,12 @@ def _answer(
     return http.post(f"/desk/{ticket_id}/answer", data=form, **kw)
 
 
+def _say(http: httpx.Client, ticket_id: str, revision: int, rid: str, text: str) -> httpx.Response:
+    """Answer a free-form question in words, as the page's text box or buttons send it."""
+    form = {"revision": str(revision), "request_id": rid, "text": text}
+    return http.post(f"/desk/{ticket_id}/answer", data=form)
+
+
 def test_a_reviewer_answers_and_a_loser_is_told_who_won(stack: Stack, tmp_path: Path) -> None:
     _asking_plugin(stack, tmp_path)
     ticket_id = stack.submit("CSV export crash", "Export > CSV crashes on big reports.")[
@@ -125,16 +131,12 @@ def test_a_reviewer_answers_the_agents_question_in_words(stack: Stack) -> None:
         page = http.get(f"/desk/{ticket_id}", headers=html).text
         assert f'id="text-{rid}" name="text"' in page, "the form asks for words, not options"
 
-        empty = http.post(
-            f"/desk/{ticket_id}/answer", data={"revision": "1", "request_id": rid, "text": "  "}
-        )
+        empty = _say(http, ticket_id, 1, rid, "  ")
         assert (empty.status_code, empty.json()["code"]) == (422, "empty_answer")
         assert _answer(http, ticket_id, 1, rid, "allow_once").json()["code"] == "empty_answer"
 
         said = "Enterprise plan; we moved billing to a new provider on Monday."
-        won = http.post(
-            f"/desk/{ticket_id}/answer", data={"revision": "1", "request_id": rid, "text": said}
-        )
+        won = _say(http, ticket_id, 1, rid, said)
         assert won.status_code == 200 and won.json()["won"] is True, won.text
         done = stack.wait_status(http, ticket_id, "draft ready")
         # The agent got the words: they are in its analysis.
@@ -163,12 +165,7 @@ def test_words_that_do_not_fit_the_questions_schema_are_refused_as_the_runtime_s
         assert row["request"]["choices"] == PLAN_SCHEMA["enum"]
         page = http.get(f"/desk/{ticket_id}", headers={"accept": "text/html"}).text
         assert 'name="text" value="enterprise"' in page and f'id="text-{rid}"' not in page
-
-        def say(text: str) -> httpx.Response:
-            form = {"revision": "1", "request_id": rid, "text": text}
-            return http.post(f"/desk/{ticket_id}/answer", data=form)
-
-        refused = say("The big one")
+        refused = _say(http, ticket_id, 1, rid, "The big one")
         assert refused.status_code == 422, refused.text
         # The runtime's refusal, passed on (its code and why).
         assert refused.json()["code"] == "validation_error", refused.json()
@@ -176,7 +173,7 @@ def test_words_that_do_not_fit_the_questions_schema_are_refused_as_the_runtime_s
         # Words not on offer (another client, or a form sent by hand) are the runtime's to
         # refuse. Nothing was answered: the question is still open, and a fitting answer wins.
         assert _waiting(stack, http, ticket_id, 1)["request"]["request_id"] == rid
-        won = say("enterprise")
+        won = _say(http, ticket_id, 1, rid, "enterprise")
         assert won.status_code == 200 and won.json()["won"] is True, won.text
         done = stack.wait_status(http, ticket_id, "draft ready")
         assert "The team says: enterprise" in done["output"]["internal_analysis"]
